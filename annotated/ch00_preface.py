@@ -1,0 +1,229 @@
+# %% [markdown]
+# # Chapter 0 — Preface
+#
+# This book rebuilds the Transformer of Vaswani et al., *Attention Is All You Need* (NeurIPS 2017,
+# arXiv 1706.03762), from its first equation to a model that translates German into English, and
+# trains it for real. Each chapter puts the paper's ideas in plain words next to the code that
+# implements them, with the section numbers of the paper so you can read the two side by side,
+# and ends each idea with something you can check: an assertion, a table or a chart.
+#
+# ## How to use this book
+#
+# | you want to | do this |
+# |---|---|
+# | read | open the HTML site (`make book` builds it once the site lands; until then, the notebooks render on their own) |
+# | run and change the code | `make book` once, then `make lab`, and open a chapter in `notebooks/` |
+# | check everything still works | `make test`: unit tests, and every notebook cell re-executed and compared with its saved output |
+# | reuse the code | `from annotated.ch02_model import make_model`: every chapter is an importable module |
+#
+# Each chapter exists twice: `annotated/chNN_topic.py` is the source (a plain Python file that
+# Jupytext reads as a notebook), and `notebooks/chNN_topic.ipynb` is generated from it and saved
+# *with* its outputs. Edit the `.py`; `make notebooks` regenerates the notebook and `make book`
+# re-executes whichever chapters changed. Everything runs on a laptop CPU; a GPU is optional.
+#
+# ## The chapters
+#
+# | chapter | paper | what you build |
+# |---|---|---|
+# | 0 Preface | §1, §2, §4, Table 1 | why attention instead of recurrence, measured |
+# | 1 Attention | §3.2 | scaled dot-product attention, masks, multi-head attention |
+# | 2 Model | §3.1, §3.3–3.5, Table 3 | the full encoder-decoder, `make_model`, parameter counts |
+# | 3 Training *(in preparation)* | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
+# | 4 Copy task *(in preparation)* | — | a first model trained end to end, and greedy decoding |
+# | 5 Multi30k *(in preparation)* | §6.1 | German→English on a CPU: data, vocabularies, beam search, BLEU |
+# | 6 WMT 2014 *(in preparation)* | §5.1, §6.1, Tables 2–3 | the paper's recipe: BPE, shared embeddings, checkpoint averaging |
+#
+# Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports
+# chapter 2's model, and so on. Nothing is defined twice.
+
+# %%
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from annotated.ch01_attention import attention
+from annotated.charts import rounded
+
+# %% tags=["active-ipynb"]
+# from annotated.charts import use_book_charts
+#
+# use_book_charts()
+
+# %% [markdown]
+# ## Why the paper mattered (sections 1 and 2)
+#
+# In 2017 the best translation systems were *recurrent*: an RNN (usually an LSTM) reads a
+# sentence one token at a time, and its state after token $t$ is computed from its state after
+# token $t-1$. That chain is the problem. To process position 50 you must first finish positions
+# 1 to 49, so the work along a sentence cannot be spread over the thousands of arithmetic units
+# of a GPU; only the work *across* sentences in a batch can, and memory limits how large a batch
+# may be. The chain also makes long-range dependencies hard to learn: information from the first
+# word must survive every intermediate step to reach the last.
+#
+# Convolutional models (the Extended Neural GPU, ByteNet, ConvS2S) removed the chain: every
+# position is computed at once. But a convolution only sees a small window, so relating two
+# distant positions takes a stack of layers, a number that grows linearly with the distance for
+# ConvS2S and logarithmically for ByteNet.
+#
+# The Transformer's proposal is to use **attention alone**: in one layer, every position looks
+# directly at every other position, so any two positions are one step apart, and all positions
+# are computed in parallel. The price is that attention weighs all positions with averaged
+# weights, which blurs detail; multi-head attention (chapter 1) is the paper's remedy.
+#
+# ## Why self-attention (section 4, Table 1)
+#
+# Section 4 compares layer types on three counts, for a sequence of $n$ vectors of width $d$:
+#
+# * **complexity per layer**: how much arithmetic one layer does;
+# * **sequential operations**: how many steps must happen one after another (the rest can run in parallel);
+# * **maximum path length**: how many steps a signal needs to travel between the two most
+#   distant positions; shorter paths make long-range dependencies easier to learn.
+#
+# Table 1 of the paper ($k$ is a convolution's kernel size, $r$ the neighbourhood of a
+# restricted self-attention):
+
+# %%
+TABLE_1 = pd.DataFrame(
+    [
+        ("self-attention", "O(n² · d)", "O(1)", "O(1)"),
+        ("recurrent", "O(n · d²)", "O(n)", "O(n)"),
+        ("convolutional", "O(k · n · d²)", "O(1)", "O(log_k(n))"),
+        ("self-attention (restricted)", "O(r · n · d)", "O(1)", "O(n/r)"),
+    ],
+    columns=["layer type", "complexity per layer", "sequential operations", "maximum path length"],
+)
+
+# %% tags=["active-ipynb"]
+# TABLE_1
+
+# %% [markdown]
+# Self-attention costs $n^2 d$ (every pair of positions, a dot product of width $d$), a recurrent
+# layer $n d^2$ (a $d \times d$ matrix product at each of $n$ steps). So self-attention is
+# *cheaper* whenever $n < d$, which is the usual case in translation: sentences have tens of
+# tokens, and the paper's $d = 512$. For very long sequences the $n^2$ term wins, which is why
+# the paper mentions the restricted variant.
+#
+# ### Measuring it
+#
+# Big-O notation hides constants, so let us count. Below are a recurrent layer
+# $h_t = \tanh(x_t W + h_{t-1} U)$ and the self-attention of chapter 1 (queries, keys and values
+# all equal to the input, as Table 1 assumes). We run each on one sequence and let PyTorch count
+# for us: `FlopCounterMode` counts the floating-point operations of every matrix product, and a
+# small dispatch hook counts the matrix products themselves. In the recurrent layer each product
+# needs the previous one's result, so their number is the length of the sequential chain.
+
+
+# %%
+def recurrent_layer(x: Tensor, W: Tensor, U: Tensor) -> Tensor:
+    """A plain RNN over (len, d) inputs: h_t = tanh(x_t W + h_{t-1} U), returns (len, d)."""
+    projected = x @ W  # all inputs at once: this part is parallel
+    h = torch.zeros(1, x.size(1), dtype=x.dtype)
+    states = []
+    for t in range(x.size(0)):  # this loop is the sequential chain
+        h = torch.tanh(projected[t : t + 1] + h @ U)
+        states.append(h)
+    return torch.cat(states)
+
+
+class _MatmulCounter(TorchDispatchMode):
+    """Counts the matrix products PyTorch executes inside a `with` block."""
+
+    PRODUCTS = {"mm", "bmm", "addmm", "baddbmm", "matmul"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in self.PRODUCTS:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.DataFrame:
+    """FLOPs and matrix products of one recurrent and one self-attention layer per sequence length."""
+    generator = torch.Generator().manual_seed(seed)
+    W, U = (torch.randn(d, d, generator=generator) / d**0.5 for _ in range(2))
+    rows = []
+    for n in lengths:
+        x = torch.randn(n, d, generator=generator)
+        layers = {
+            "recurrent": lambda x=x: recurrent_layer(x, W, U),
+            "self-attention": lambda x=x: attention(x, x, x)[0],
+        }
+        for layer, run in layers.items():
+            with FlopCounterMode(display=False) as flops, _MatmulCounter() as products:
+                run()
+            rows.append(
+                {
+                    "n": n,
+                    "layer": layer,
+                    "FLOPs": flops.get_total_flops(),
+                    "matrix products in sequence": products.count,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def operations_chart(frame: pd.DataFrame, d: int) -> alt.VConcatChart:
+    """Two panels: arithmetic and sequential steps against sequence length, for both layer types."""
+    base = alt.Chart(rounded(frame)).encode(
+        x=alt.X("n:Q", scale=alt.Scale(type="log", base=2), title="sequence length n (log scale)"),
+        color=alt.Color("layer:N", title="layer"),
+        tooltip=["n", "layer", "FLOPs", "matrix products in sequence"],
+    )
+    flops = base.mark_line(point=True).encode(
+        y=alt.Y("FLOPs:Q", scale=alt.Scale(type="log"), title="floating-point operations (log)")
+    )
+    crossover = (
+        alt.Chart(pd.DataFrame({"n": [d]}))
+        .mark_rule(strokeDash=[4, 4], color="gray")
+        .encode(x="n:Q")
+    )
+    steps = base.mark_line(point=True).encode(
+        y=alt.Y(
+            "matrix products in sequence:Q",
+            scale=alt.Scale(type="log"),
+            title="sequential matrix products (log)",
+        )
+    )
+    return alt.vconcat(
+        (flops + crossover).properties(
+            width=420, height=200, title=f"Arithmetic per layer (d = {d}; dashed: n = d)"
+        ),
+        steps.properties(width=420, height=200, title="Steps that must run one after another"),
+    ).properties(title="A recurrent layer against self-attention, counted by PyTorch")
+
+
+# %% tags=["active-ipynb"]
+# D = 512
+# operations = count_operations([8, 32, 128, 512, 2048], d=D)
+# operations_chart(operations, D)
+
+# %% tags=["active-ipynb"]
+# operations.pivot(index="n", columns="layer", values=["FLOPs", "matrix products in sequence"])
+
+# %% [markdown]
+# The counts match Table 1 exactly, constants included:
+#
+# * the recurrent layer does $4 n d^2$ operations ($2nd^2$ for the input projection, $2nd^2$ for
+#   the recurrence), self-attention $4 n^2 d$ ($2n^2 d$ for the scores $QK^\top$, $2n^2 d$ for
+#   weighting the values); the curves cross at $n = d = 512$, and below that self-attention is
+#   the cheaper layer;
+# * self-attention runs **2** matrix products whatever the length (scores, then weighted sum),
+#   the recurrent layer $n + 1$ (one for all inputs at once, then one per position, each waiting
+#   for the last).
+#
+# The second point is the one that changed the field: two products over a whole batch of
+# sentences keep a GPU busy; 2049 small products in a row do not. The same chain sets the
+# maximum path length: information from the first token of a recurrent layer's input reaches
+# the last output only through $n - 1$ intermediate states, while self-attention connects them
+# directly.
+#
+# **Where the book goes next.** Chapter 1 builds attention, the operation measured here, from
+# scratch, and explains the $\sqrt{d_k}$ in its formula.

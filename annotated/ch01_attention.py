@@ -1,0 +1,529 @@
+# %% [markdown]
+# # Chapter 1 — Attention
+#
+# *Paper: section 3.2 (3.2.1 scaled dot-product attention, 3.2.2 multi-head attention,
+# 3.2.3 the three places the model uses it).*
+#
+# Everything else in the Transformer is plumbing around one operation, so we build that
+# operation first and look at it from several sides until it holds no mystery.
+#
+# Think of attention as a soft dictionary lookup. A dictionary has keys and values; a lookup
+# takes a query, finds the key equal to it, and returns that key's value. Attention does the
+# same with vectors, except that nothing has to be *equal*: the query is compared with every
+# key, each comparison becomes a weight between 0 and 1, the weights add up to 1, and the
+# answer is the weighted average of the values. A query that resembles one key much more than
+# the others gets, in effect, that key's value; a query that resembles several keys a little
+# gets a blend.
+#
+# In this chapter:
+#
+# 1. equation 1, scaled dot-product attention, from scratch, and a small case you can check by hand;
+# 2. why the scores are divided by $\sqrt{d_k}$, measured rather than asserted;
+# 3. masks: how a position is stopped from looking at padding or at the future;
+# 4. multi-head attention with the paper's $h = 8$, $d_k = d_v = 64$;
+# 5. the three ways the model wires attention up, and a check of our code against PyTorch's own.
+#
+# Every function defined here is imported by later chapters: `from annotated.ch01_attention import attention`.
+
+# %%
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from annotated.charts import rounded
+
+# %% tags=["active-ipynb"]
+# from annotated.charts import use_book_charts
+#
+# use_book_charts()  # offline, byte-stable charts (see annotated/charts.py)
+# _ = torch.manual_seed(0)  # every random draw below is repeatable
+
+# %% [markdown]
+# ## 1. Scaled dot-product attention (section 3.2.1)
+#
+# Stack the queries as the rows of a matrix $Q$ (one row per position that asks), the keys as
+# the rows of $K$ and the values as the rows of $V$ (one row per position that answers). Queries
+# and keys have $d_k$ components, values have $d_v$. The paper's equation 1 is
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V .$$
+#
+# Read it from the inside out:
+#
+# * $Q K^\top$ holds every query-key dot product at once: entry $(i, j)$ says how well query $i$
+#   matches key $j$. For `len_q` queries and `len_k` keys it is a `len_q × len_k` matrix of *scores*.
+# * Dividing by $\sqrt{d_k}$ keeps the scores in a range where the softmax still has a useful
+#   gradient (section 2 below measures why).
+# * The softmax runs along each row, turning that query's scores into weights that are positive
+#   and sum to 1.
+# * Multiplying by $V$ gives each query the weighted average of the values.
+#
+# The paper compares this with *additive* attention, which scores a pair with a small one-layer
+# network instead of a dot product. The two are about equally expressive; the dot product wins
+# in practice because the whole score matrix is one matrix multiplication, the operation
+# hardware is best at.
+#
+# Our function also takes an optional boolean `mask` (True where a query *may* look at a key;
+# section 3 of this chapter) and an optional dropout on the weights. It returns the weights as
+# well as the output, because we will want to draw them.
+
+
+# %%
+def attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Equation 1: softmax(Q K^T / sqrt(d_k)) V, returning (output, attention weights)."""
+    # query (..., len_q, d_k); key (..., len_k, d_k); value (..., len_k, d_v)
+    if query.size(-1) != key.size(-1):
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got {query.size(-1)} and {key.size(-1)}"
+        )
+    if key.size(-2) != value.size(-2):
+        raise ValueError(
+            f"key and value must have the same length (one value per key), got {key.size(-2)} and {value.size(-2)}"
+        )
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., len_q, len_k)
+    if mask is not None:
+        check_mask(mask, scores.shape)
+        # The most negative finite number, not -inf: a row with nothing to look at then gives a
+        # uniform softmax instead of 0/0 = NaN, and the masked_fill below zeroes it.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)  # (..., len_q, len_k), each row sums to 1
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights  # (..., len_q, d_v), (..., len_q, len_k)
+
+
+def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
+    """Raise a ValueError unless `mask` is boolean and broadcasts to the scores' shape."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
+    try:
+        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        broadcast = None
+    if broadcast != scores_shape:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores' shape "
+            f"{tuple(scores_shape)} (..., len_q, len_k)"
+        )
+
+
+# %% [markdown]
+# ### A case small enough to check by hand
+#
+# Three keys along the axes of a 2-d plane, values that are easy to recognise, and one query that
+# points mostly along the first key. With $d_k = 2$ the scores are the dot products divided by
+# $\sqrt 2$; the weights are their softmax; the output is the weighted average of the values.
+
+# %% tags=["active-ipynb"]
+# keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]])
+# values = torch.tensor([[10.0, 0.0], [0.0, 10.0], [-10.0, -10.0]])
+# query = torch.tensor([[2.0, 1.0]])
+# output, weights = attention(query, keys, values)
+#
+# scores = (query @ keys.T) / math.sqrt(2)
+# by_hand = scores.exp() / scores.exp().sum()
+# assert torch.allclose(weights, by_hand)
+# pd.DataFrame(
+#     {
+#         "key": ["(1, 0)", "(0, 1)", "(-1, 0)"],
+#         "score q·k/√2": scores[0].numpy().round(4),
+#         "weight": weights[0].numpy().round(4),
+#     }
+# )
+
+# %% tags=["active-ipynb"]
+# print("output =", output[0].numpy().round(4), "  (mostly the first value, a little of the second)")
+
+# %% [markdown]
+# ## 2. Why divide by $\sqrt{d_k}$?
+#
+# Footnote 4 of the paper gives the reason in one line of statistics. If the components of $q$
+# and $k$ are independent with mean 0 and variance 1, then
+# $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of $d_k$ independent terms, each of variance 1,
+# so it has mean 0 and **variance $d_k$**. With $d_k = 64$ the scores typically land around
+# $\pm 8$; with $d_k = 512$, around $\pm 23$.
+#
+# Large scores are a problem for the softmax, not for the dot product. A softmax over scores
+# that differ by tens puts almost all the weight on the largest one (it *saturates*), and a
+# saturated softmax has almost no gradient: nudging any score changes nothing, so the layer
+# learns slowly or not at all. Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever
+# $d_k$ is.
+#
+# Let us measure both halves of that argument instead of trusting it. First the variance:
+
+
+# %%
+def dot_product_spread(d_ks: list[int], samples: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    """Measure the variance of q·k for random unit-variance q, k, before and after scaling."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for d_k in d_ks:
+        q = torch.randn(samples, d_k, generator=generator, dtype=torch.float64)
+        k = torch.randn(samples, d_k, generator=generator, dtype=torch.float64)
+        dots = (q * k).sum(dim=-1)
+        rows.append(
+            {
+                "d_k": d_k,
+                "variance of q·k (measured)": round(dots.var().item(), 2),
+                "variance predicted (= d_k)": d_k,
+                "variance of q·k / sqrt(d_k)": round((dots / math.sqrt(d_k)).var().item(), 3),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# %% tags=["active-ipynb"]
+# dot_product_spread([4, 16, 64, 256, 1024])
+
+# %% [markdown]
+# The measured variance tracks $d_k$, and after scaling it sits near 1 for every $d_k$.
+#
+# Now the consequence. For each $d_k$ we draw one query and 16 random keys, compute the softmax
+# of the scores with and without the scaling, and record two things: the largest weight (1.0
+# means the softmax has picked a single key) and the size of the softmax's gradient with respect
+# to its input scores (how much learning signal flows back through it). We average over many draws.
+
+
+# %%
+def softmax_saturation(
+    d_ks: list[int], keys: int = 16, draws: int = 2_000, seed: int = 0
+) -> pd.DataFrame:
+    """Largest softmax weight and gradient size, with and without dividing the scores by sqrt(d_k)."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for d_k in d_ks:
+        q = torch.randn(draws, 1, d_k, generator=generator, dtype=torch.float64)
+        k = torch.randn(draws, keys, d_k, generator=generator, dtype=torch.float64)
+        upstream = torch.randn(draws, 1, keys, generator=generator, dtype=torch.float64)
+        raw = q @ k.transpose(-2, -1)  # (draws, 1, keys)
+        for scaling, divisor in (("scaled by 1/sqrt(d_k)", math.sqrt(d_k)), ("unscaled", 1.0)):
+            scores = (raw / divisor).requires_grad_()
+            weights = scores.softmax(dim=-1)
+            # The gradient a random upstream signal sends back to the scores.
+            (grad,) = torch.autograd.grad((weights * upstream).sum(), scores)
+            rows.append(
+                {
+                    "d_k": d_k,
+                    "scores": scaling,
+                    "largest weight": weights.max(dim=-1).values.mean().item(),
+                    "gradient norm": grad.norm(dim=-1).mean().item(),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def saturation_chart(frame: pd.DataFrame) -> alt.VConcatChart:
+    """Two panels against d_k: how peaked the softmax is, and how much gradient passes through it."""
+    base = alt.Chart(rounded(frame)).encode(
+        x=alt.X("d_k:Q", scale=alt.Scale(type="log", base=2), title="d_k (log scale)"),
+        color=alt.Color("scores:N", title="scores"),
+        tooltip=["d_k", "scores", "largest weight", "gradient norm"],
+    )
+    peak = base.mark_line(point=True).encode(
+        y=alt.Y(
+            "largest weight:Q",
+            title="largest softmax weight (mean)",
+            scale=alt.Scale(domain=[0, 1]),
+        )
+    )
+    grad = base.mark_line(point=True).encode(
+        y=alt.Y("gradient norm:Q", title="gradient norm at the scores (mean)")
+    )
+    return alt.vconcat(
+        peak.properties(
+            width=420, height=180, title="Without scaling the softmax saturates as d_k grows"
+        ),
+        grad.properties(width=420, height=180, title="...and the gradient through it vanishes"),
+    ).properties(title="Softmax of 16 random scores, with and without the 1/sqrt(d_k) scaling")
+
+
+# %% tags=["active-ipynb"]
+# saturation = softmax_saturation([1, 4, 16, 64, 256, 1024])
+# saturation_chart(saturation)
+
+# %% [markdown]
+# Unscaled, the largest weight climbs towards 1 as $d_k$ grows and the gradient collapses
+# towards 0: with the paper's $d_k = 64$ a typical unscaled softmax already gives most of its
+# weight to one key and passes back only a fraction of the signal of the scaled one. Scaled, both curves are flat:
+# the softmax behaves the same at every width, which is exactly what the $1/\sqrt{d_k}$ buys.
+
+# %% tags=["active-ipynb"]
+# saturation[saturation.d_k == 64].round(3)
+
+# %% [markdown]
+# ## 3. Masks: what a position may not look at
+#
+# Two kinds of position must be hidden from attention.
+#
+# * **Padding.** Sentences in a batch have different lengths, so the short ones are filled up
+#   with a pad token. Pads carry no meaning; no query should give them weight. A *padding mask*
+#   has shape `(batch, 1, len_k)`: one row per sentence, broadcast over every query.
+# * **The future.** The decoder produces the output one token at a time, each from the tokens
+#   before it (the model is *auto-regressive*, section 3). In training we feed it the whole
+#   target sentence at once, for speed, so we must stop position $i$ from peeking at positions
+#   $j > i$. A *subsequent mask* is the lower-triangular matrix that allows $j \le i$ only. The
+#   paper implements it (section 3.2.3) by setting the forbidden scores to $-\infty$ before the softmax, so their
+#   weights become exactly 0; we use the most negative finite number instead, with the same effect.
+#
+# In this book a mask is a boolean tensor with **True where attention is allowed**. Masks
+# combine with `&`: a decoder position may look at a key if the key is not padding *and* not in
+# the future.
+
+
+# %%
+def subsequent_mask(size: int) -> Tensor:
+    """(1, size, size) bool: position i may attend to positions j <= i only."""
+    return torch.ones(1, size, size, dtype=torch.bool).tril()
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """(batch, 1, len) bool: True at real tokens, False at padding."""
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must be (batch, len), got shape {tuple(tokens.shape)}")
+    return (tokens != pad_id).unsqueeze(-2)
+
+
+def mask_frame(mask: Tensor, labels: list[str] | None = None) -> pd.DataFrame:
+    """A (len_q, len_k) mask as a long table: one row per (query, key) cell."""
+    mask = mask.squeeze(0) if mask.dim() == 3 else mask
+    len_q, len_k = mask.shape
+    labels = labels or [str(i) for i in range(max(len_q, len_k))]
+    return pd.DataFrame(
+        [
+            {"query": f"{i}: {labels[i]}", "key": f"{j}: {labels[j]}", "allowed": bool(mask[i, j])}
+            for i in range(len_q)
+            for j in range(len_k)
+        ]
+    )
+
+
+def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt.Chart:
+    """Heatmap of a mask: rows are queries, columns are keys, dark cells are allowed."""
+    frame = mask_frame(mask, labels)
+    order = list(dict.fromkeys(frame["query"]))
+    keys = list(dict.fromkeys(frame["key"]))
+    return (
+        alt.Chart(frame)
+        .mark_rect(stroke="white")
+        .encode(
+            x=alt.X("key:N", sort=keys, title="key position (attended to)"),
+            y=alt.Y("query:N", sort=order, title="query position (attending)"),
+            color=alt.Color(
+                "allowed:N", scale=alt.Scale(domain=[True, False], range=["#1f4e79", "#eeeeee"])
+            ),
+            tooltip=["query", "key", "allowed"],
+        )
+        .properties(width=220, height=220, title=title)
+    )
+
+
+# %% [markdown]
+# Here is a target sentence of six positions, the last two of which are padding. The decoder's
+# mask is the subsequent mask *and* the padding mask. (Rows for the pad positions still allow the
+# real tokens: a pad *query* computes something harmless, and the loss ignores pad positions
+# later, in chapter 3.)
+
+# %% tags=["active-ipynb"]
+# PAD = 0
+# target = torch.tensor([[5, 8, 3, 9, PAD, PAD]])
+# words = ["<s>", "ein", "Hund", "läuft", "<pad>", "<pad>"]
+# future = subsequent_mask(target.size(1))
+# pads = padding_mask(target, PAD)
+# alt.hconcat(
+#     mask_chart(future, "subsequent mask", words),
+#     mask_chart(pads.expand(-1, 6, -1), "padding mask", words),
+#     mask_chart(future & pads, "decoder mask = both", words),
+# ).properties(title="Masks for a target of four tokens and two pads (dark = may attend)")
+
+# %% [markdown]
+# And attention with that mask: whatever the scores, the weights above the diagonal and in the
+# pad columns are exactly zero, and each row still sums to 1 over the keys it may see.
+
+# %% tags=["active-ipynb"]
+# x = torch.randn(1, 6, 4)
+# _, weights = attention(x, x, x, mask=future & pads)
+# pd.DataFrame(weights[0].numpy().round(3), index=words, columns=words)
+
+# %% [markdown]
+# ## 4. Multi-head attention (section 3.2.2)
+#
+# One attention over the full $d_\text{model} = 512$-wide vectors gives each query one
+# weighted average, and an average blurs: if a word needs to look at its verb *and* at its
+# article, a single set of weights has to split its attention between them. The paper's answer
+# is to run $h$ smaller attentions side by side, each in its own learned projection of the
+# input, and to concatenate what they find:
+#
+# $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O,
+# \qquad \mathrm{head}_i = \mathrm{Attention}(Q W_i^Q,\ K W_i^K,\ V W_i^V)$$
+#
+# with $W_i^Q, W_i^K \in \mathbb{R}^{d_\text{model} \times d_k}$,
+# $W_i^V \in \mathbb{R}^{d_\text{model} \times d_v}$ and
+# $W^O \in \mathbb{R}^{h d_v \times d_\text{model}}$. The paper uses $h = 8$ heads and
+# $d_k = d_v = d_\text{model} / h = 64$, so the eight heads together are exactly as wide as one
+# full head: the cost in parameters and multiplications is about the same as single-head
+# attention, but the model gets eight separate weightings.
+#
+# Two implementation notes:
+#
+# * The $h$ matrices $W_i^Q$ side by side form one $d_\text{model} \times h d_k$ matrix, so one
+#   `nn.Linear` computes all heads' queries in a single product; we then *reshape* its output into
+#   `(batch, h, len, d_k)`, and `attention` runs on all heads at once because it only looks at the
+#   last two dimensions. The same holds for keys and values.
+# * The projections have biases, as in PyTorch's `nn.MultiheadAttention` (the equations above
+#   leave them out; they change nothing of substance). $d_k$ and $d_v$ default to
+#   $d_\text{model} / h$ but can be set apart from it, which Table 3's rows (A) and (B) need.
+
+
+# %%
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (section 3.2.2): h scaled dot-product attentions in parallel."""
+
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        p_drop: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if d_model <= 0 or h <= 0:
+            raise ValueError(f"d_model and h must be positive, got d_model={d_model}, h={h}")
+        if (d_k is None or d_v is None) and d_model % h != 0:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by h={h}: choose h dividing d_model, "
+                "or give d_k and d_v explicitly"
+            )
+        self.d_model, self.h = d_model, h
+        self.d_k = d_k if d_k is not None else d_model // h
+        self.d_v = d_v if d_v is not None else d_model // h
+        self.w_q = nn.Linear(d_model, h * self.d_k)  # all heads' W_i^Q side by side
+        self.w_k = nn.Linear(d_model, h * self.d_k)
+        self.w_v = nn.Linear(d_model, h * self.d_v)
+        self.w_o = nn.Linear(h * self.d_v, d_model)  # W^O
+        self.dropout = nn.Dropout(p_drop) if p_drop > 0 else None
+        # Set keep_weights to True to have the last forward's weights in .weights (for drawing).
+        self.keep_weights = False
+        self.weights: Tensor | None = None
+
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """query (batch, len_q, d_model), key/value (batch, len_k, d_model) -> (batch, len_q, d_model)."""
+        self._check_inputs(query, key, value, mask)
+        batch, len_q, len_k = query.size(0), query.size(1), key.size(1)
+        # Project, then split the last dimension into heads: (batch, h, len, d_k or d_v).
+        q = self.w_q(query).view(batch, len_q, self.h, self.d_k).transpose(1, 2)
+        k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
+        v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
+        if mask is not None:
+            mask = mask.unsqueeze(1)  # the same mask for every head: (batch, 1, len_q or 1, len_k)
+        heads, weights = attention(q, k, v, mask, self.dropout)  # (batch, h, len_q, d_v)
+        if self.keep_weights:
+            self.weights = weights.detach()
+        # Concat(head_1, ..., head_h): back to (batch, len_q, h * d_v), then W^O.
+        concat = heads.transpose(1, 2).reshape(batch, len_q, self.h * self.d_v)
+        return self.w_o(concat)
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            if tensor.dim() != 3 or tensor.size(-1) != self.d_model:
+                raise ValueError(
+                    f"{name} must be (batch, len, d_model={self.d_model}), got shape {tuple(tensor.shape)}"
+                )
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"key and value must have the same batch size and length, got {tuple(key.shape)} and {tuple(value.shape)}"
+            )
+        if query.size(0) != key.size(0):
+            raise ValueError(f"query and key batch sizes differ: {query.size(0)} and {key.size(0)}")
+        if mask is not None and mask.dim() != 3:
+            raise ValueError(
+                f"mask must be (batch, len_q or 1, len_k) with True = may attend, got shape {tuple(mask.shape)}"
+            )
+
+
+# %% [markdown]
+# Shapes are where multi-head attention code usually goes wrong, so let us follow one batch
+# through the paper's configuration: two sentences, 10 queries, 7 keys.
+
+# %% tags=["active-ipynb"]
+# mha = MultiHeadAttention(d_model=512, h=8)
+# mha.keep_weights = True
+# decoder_states, encoder_states = torch.randn(2, 10, 512), torch.randn(2, 7, 512)
+# out = mha(decoder_states, encoder_states, encoder_states)
+# print("d_k = d_v =", mha.d_k)
+# print("output          ", tuple(out.shape), "  (batch, len_q, d_model)")
+# print("weights per head", tuple(mha.weights.shape), "  (batch, h, len_q, len_k)")
+# print("parameters      ", sum(p.numel() for p in mha.parameters()), " = 4 × (512 × 512 + 512)")
+
+# %% [markdown]
+# The parameter count is that of four full $512 \times 512$ projections, the same as single-head
+# attention would need: splitting into heads is free in parameters.
+#
+# ## 5. The three uses of attention (section 3.2.3)
+#
+# The same module is wired up in three ways. What changes is only where $Q$, $K$ and $V$ come
+# from and which mask applies:
+#
+# | where | queries from | keys and values from | mask |
+# |---|---|---|---|
+# | encoder self-attention | the encoder layer below | the same | padding of the source |
+# | decoder self-attention (masked) | the decoder layer below | the same | padding *and* future of the target |
+# | encoder-decoder attention | the decoder layer below | the encoder's output | padding of the source |
+#
+# In self-attention every position of a sequence looks at every (allowed) position of the same
+# sequence; in encoder-decoder attention every target position looks at the whole source
+# sentence, which is how information crosses from the German to the English. Chapter 2 builds
+# the layers that use these three wirings.
+#
+# ## 6. Checking ourselves against PyTorch
+#
+# PyTorch ships a fused kernel for equation 1, `torch.nn.functional.scaled_dot_product_attention`,
+# and a complete multi-head module, `nn.MultiheadAttention`. Neither shares code with ours, so
+# agreement is real evidence. (Note PyTorch's boolean `attn_mask` follows the same convention
+# as ours, True = may attend, but `nn.MultiheadAttention`'s masks mean the opposite.) The test
+# suite, `tests/test_ch01_attention.py`, checks many more cases; here is one of each.
+
+# %% tags=["active-ipynb"]
+# import torch.nn.functional as F
+#
+# q, k, v = torch.randn(2, 8, 5, 64), torch.randn(2, 8, 7, 64), torch.randn(2, 8, 7, 64)
+# keep = torch.rand(2, 1, 5, 7) > 0.3
+# keep[..., 0] = True  # every query can see at least one key
+# ours, _ = attention(q, k, v, mask=keep)
+# theirs = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+# print("largest difference from F.scaled_dot_product_attention:", f"{(ours - theirs).abs().max().item():.1e}")
+#
+# reference = nn.MultiheadAttention(512, 8, batch_first=True).eval()
+# with torch.no_grad():
+#     reference.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
+#     reference.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
+#     reference.out_proj.weight.copy_(mha.w_o.weight)
+#     reference.out_proj.bias.copy_(mha.w_o.bias)
+#     theirs, _ = reference(decoder_states, encoder_states, encoder_states)
+#     ours = mha(decoder_states, encoder_states, encoder_states)
+# print("largest difference from nn.MultiheadAttention:        ", f"{(ours - theirs).abs().max().item():.1e}")
+# assert torch.allclose(ours, theirs, atol=1e-5)
+
+# %% [markdown]
+# Differences of about $10^{-7}$ are the rounding of 32-bit floats summed in a different order.
+#
+# **What we have:** `attention`, `subsequent_mask`, `padding_mask` and `MultiHeadAttention`,
+# each checked against an independent implementation. **Next**, chapter 2 surrounds multi-head
+# attention with the rest of Figure 1 of the paper — feed-forward layers, residual connections,
+# layer normalization, embeddings and positional encodings — and assembles the full
+# encoder-decoder.

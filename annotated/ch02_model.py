@@ -1,0 +1,742 @@
+# %% [markdown]
+# # Chapter 2 — The model
+#
+# *Paper: sections 3.1 (encoder and decoder stacks), 3.3 (position-wise feed-forward networks),
+# 3.4 (embeddings and softmax), 3.5 (positional encoding), and Table 3 (model sizes).*
+#
+# Chapter 1 gave us attention. This chapter builds everything around it, box by box, in the
+# order of the paper's Figure 1, and ends with `make_model`: a complete, untrained
+# encoder-decoder with the paper's default sizes.
+#
+# The big picture first. The **encoder** reads the whole source sentence and turns each of its
+# tokens into a vector that describes the token *in context*. The **decoder** writes the target
+# sentence one token at a time; at each step it looks at what it has written so far (masked
+# self-attention) and at the encoder's vectors (encoder-decoder attention), and predicts a
+# probability for every word of the target vocabulary. Both are stacks of $N = 6$ identical
+# layers, and every layer's inputs and outputs have the same width, $d_\text{model} = 512$, so the
+# layers can be stacked and wrapped in residual connections freely.
+
+# %%
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from annotated.ch01_attention import MultiHeadAttention, padding_mask
+from annotated.charts import rounded
+
+# %% tags=["active-ipynb"]
+# from annotated.charts import use_book_charts
+#
+# use_book_charts()
+# _ = torch.manual_seed(0)  # every random draw below is repeatable
+
+# %% [markdown]
+# ## 1. One configuration object
+#
+# Every size in the model comes from one frozen dataclass whose defaults are the paper's base
+# model (Table 3, first row). Frozen means a configuration cannot change under a model that was
+# built from it; `dataclasses.replace` makes a modified copy. `ModelConfig.big(...)` gives the
+# "big" row of Table 3. Invalid combinations fail here, at construction, with a message that
+# says what to change, rather than as a shape error deep inside a forward pass.
+
+
+# %%
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of a Transformer; defaults are the paper's base model (Table 3)."""
+
+    src_vocab: int  # number of source-language tokens, specials included
+    tgt_vocab: int  # number of target-language tokens
+    N: int = 6  # layers in the encoder, and again in the decoder (section 3.1)
+    d_model: int = 512  # width of every layer's input and output (section 3.1)
+    d_ff: int = 2048  # inner width of the feed-forward networks (section 3.3)
+    h: int = 8  # attention heads (section 3.2.2)
+    d_k: int | None = None  # query/key width per head; None means d_model // h
+    d_v: int | None = None  # value width per head; None means d_model // h
+    p_drop: float = 0.1  # residual and embedding dropout (section 5.4)
+    p_attn_drop: float = 0.0  # dropout on attention weights; the paper does not use it
+    norm_first: bool = False  # False: the paper's LayerNorm(x + Sublayer(x)); True: pre-norm
+    share_embeddings: bool = False  # tie source/target embeddings and the output layer (3.4)
+    max_len: int = 5000  # longest sequence the positional encoding table covers
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ModelConfig.{name} must be positive, got {getattr(self, name)}")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.h:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by h={self.h}: pick h dividing d_model "
+                "(the paper: d_model=512, h=8) or set d_k and d_v explicitly"
+            )
+        # A frozen dataclass can still fill in its own derived fields here, once.
+        object.__setattr__(
+            self, "d_k", self.d_k if self.d_k is not None else self.d_model // self.h
+        )
+        object.__setattr__(
+            self, "d_v", self.d_v if self.d_v is not None else self.d_model // self.h
+        )
+        if self.d_k <= 0 or self.d_v <= 0:
+            raise ValueError(f"d_k and d_v must be positive, got d_k={self.d_k}, d_v={self.d_v}")
+        for name in ("p_drop", "p_attn_drop"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(
+                "share_embeddings needs one vocabulary for both languages (section 3.4 uses a shared "
+                f"BPE vocabulary), got src_vocab={self.src_vocab} and tgt_vocab={self.tgt_vocab}"
+            )
+
+    @classmethod
+    def big(cls, src_vocab: int, tgt_vocab: int, **changes) -> ModelConfig:
+        """The "big" model of Table 3: d_model 1024, d_ff 4096, 16 heads, dropout 0.3."""
+        sizes = {"d_model": 1024, "d_ff": 4096, "h": 16, "p_drop": 0.3} | changes
+        return cls(src_vocab, tgt_vocab, **sizes)
+
+
+# %% tags=["active-ipynb"]
+# ModelConfig(src_vocab=37000, tgt_vocab=37000)
+
+# %% [markdown]
+# ## 2. Sub-layers, residual connections and layer normalization (section 3.1)
+#
+# Each encoder layer has two *sub-layers*: multi-head self-attention, then a feed-forward
+# network. Each decoder layer has three: masked self-attention, attention over the encoder's
+# output, and a feed-forward network. Around **every** sub-layer the paper puts the same
+# wrapper: a residual connection followed by layer normalization,
+#
+# $$\text{output} = \mathrm{LayerNorm}\big(x + \mathrm{Dropout}(\mathrm{Sublayer}(x))\big),$$
+#
+# with dropout on the sub-layer's output before it is added (section 5.4, $P_{drop} = 0.1$).
+#
+# *Why a residual?* The sum $x + \mathrm{Sublayer}(x)$ lets each sub-layer learn a correction
+# to its input instead of a whole new representation, and gives gradients a direct path through
+# the stack. *Why layer normalization?* It rescales each position's vector to zero mean and unit
+# variance (then applies a learned scale and shift), which keeps the values of a deep stack in a
+# steady range. We use PyTorch's `nn.LayerNorm` (ε = 10⁻⁵).
+#
+# ### Post-norm (the paper) and pre-norm (an option)
+#
+# The arrangement above normalizes *after* the residual sum: **post-norm**. Many later
+# implementations, including the original Annotated Transformer (without saying so), normalize
+# *before* the sub-layer instead, $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$,
+# and add one final LayerNorm at the top of each stack: **pre-norm**. Pre-norm trains more
+# stably without a careful warmup, because the residual path from the output back to the input
+# is never normalized; post-norm is what the paper describes and measured. This book builds the
+# paper's post-norm by default and offers pre-norm with `norm_first=True`; section 7 measures the
+# difference it makes to gradients at initialization.
+
+
+# %%
+class SublayerConnection(nn.Module):
+    """Residual connection and layer norm around one sub-layer: post-norm (paper) or pre-norm."""
+
+    def __init__(self, d_model: int, p_drop: float, norm_first: bool = False) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(p_drop)
+        self.norm_first = norm_first
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        """x (batch, len, d_model) -> (batch, len, d_model); `sublayer` maps x to the same shape."""
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+# %% [markdown]
+# ## 3. The position-wise feed-forward network (section 3.3)
+#
+# After attention has mixed information *between* positions, each position is processed on its
+# own by the same small two-layer network, equation 2:
+#
+# $$\mathrm{FFN}(x) = \max(0,\ x W_1 + b_1)\, W_2 + b_2 ,$$
+#
+# widening from $d_\text{model} = 512$ to $d_{ff} = 2048$, applying a ReLU, and narrowing back.
+# "Position-wise" means the same weights are used at every position (but differ from layer to
+# layer); the paper notes this is the same as two convolutions with kernel size 1. About two
+# thirds of each encoder layer's parameters live here.
+
+
+# %%
+class PositionwiseFeedForward(nn.Module):
+    """Equation 2: FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position separately."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(batch, len, d_model) -> (batch, len, d_ff) -> (batch, len, d_model)."""
+        return self.w_2(self.w_1(x).relu())
+
+
+# %% [markdown]
+# ## 4. Encoder and decoder layers, and their stacks (section 3.1)
+#
+# With the wrapper and the two kinds of sub-layer in hand, a layer is a few lines. The lambdas
+# fix the arguments of each attention so the wrapper sees a function of $x$ alone. Note the
+# decoder's second attention: its queries come from the decoder ($x$), its keys and values from
+# the encoder's output (`memory`), as chapter 1's table of the three uses said.
+
+
+# %%
+class EncoderLayer(nn.Module):
+    """Self-attention, then feed-forward, each inside a SublayerConnection."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = _attention_for(config)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(config.d_model, config.p_drop, config.norm_first) for _ in range(2)
+        )
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        """x (batch, src_len, d_model), src_mask (batch, 1, src_len) -> (batch, src_len, d_model)."""
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, src_mask))
+        return self.sublayers[1](x, self.feed_forward)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder attention, then feed-forward."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = _attention_for(config)
+        self.src_attn = _attention_for(config)
+        self.feed_forward = PositionwiseFeedForward(config.d_model, config.d_ff)
+        self.sublayers = nn.ModuleList(
+            SublayerConnection(config.d_model, config.p_drop, config.norm_first) for _ in range(3)
+        )
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
+        """x (batch, tgt_len, d_model), memory (batch, src_len, d_model) -> (batch, tgt_len, d_model)."""
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        x = self.sublayers[1](x, lambda y: self.src_attn(y, memory, memory, src_mask))
+        return self.sublayers[2](x, self.feed_forward)
+
+
+def _attention_for(config: ModelConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(config.d_model, config.h, config.d_k, config.d_v, config.p_attn_drop)
+
+
+class Encoder(nn.Module):
+    """N encoder layers; with pre-norm, a final LayerNorm (post-norm layers end normalized already)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.N))
+        self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return self.norm(x)
+
+
+class Decoder(nn.Module):
+    """N decoder layers, each attending to the same encoder output; final LayerNorm with pre-norm."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.N))
+        self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return self.norm(x)
+
+
+# %% [markdown]
+# ## 5. Embeddings and the output layer (section 3.4)
+#
+# Tokens enter as integer ids. A learned embedding table turns each id into a
+# $d_\text{model}$-wide vector, and the paper multiplies those vectors by
+# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The reason is a matter of scale: the positional
+# encodings added next have entries between −1 and 1, and without the factor a small-initialized
+# embedding would be drowned by them.
+#
+# At the other end, a linear layer maps the decoder's output to one score (*logit*) per target
+# word; a softmax over them gives the next-token distribution. Our model returns the logits and
+# leaves the softmax to the loss (chapter 3), which is both faster and numerically safer than
+# taking the logarithm of a probability that has rounded to 0.
+#
+# **Weight sharing.** The paper uses one matrix for three jobs: the source embedding, the target
+# embedding and the output layer. That needs one vocabulary for both languages (the paper's
+# byte-pair vocabulary of about 37000 tokens is shared between English and German), and it saves
+# two $V \times d_\text{model}$ matrices, about 38M parameters for the base model. It also makes
+# sense: a word's input vector and the direction that predicts it are the same thing seen from
+# both ends. Here it is an option, `share_embeddings=True`; with separate vocabularies (as in
+# Multi30k, chapter 5) it must stay off.
+
+
+# %%
+class Embeddings(nn.Module):
+    """Token ids -> vectors, scaled by sqrt(d_model) (section 3.4)."""
+
+    def __init__(self, vocab: int, d_model: int) -> None:
+        super().__init__()
+        self.lut = nn.Embedding(vocab, d_model)
+        self.scale = math.sqrt(d_model)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """(batch, len) int -> (batch, len, d_model)."""
+        return self.lut(tokens) * self.scale
+
+
+# %% [markdown]
+# ## 6. Positional encoding (section 3.5)
+#
+# Attention itself is blind to order: shuffle the keys and values together and every query gets
+# the same answer. The model learns word order only because something position-dependent is
+# added to each embedding at the bottom of both stacks. The paper uses fixed sinusoids,
+#
+# $$PE_{(pos,\,2i)} = \sin\!\big(pos / 10000^{2i/d_\text{model}}\big), \qquad
+#   PE_{(pos,\,2i+1)} = \cos\!\big(pos / 10000^{2i/d_\text{model}}\big):$$
+#
+# each pair of dimensions $(2i, 2i+1)$ is a sine and a cosine of the position at one frequency,
+# and the wavelengths run in a geometric progression from $2\pi$ (the first pair, which changes
+# quickly) to $10000 \cdot 2\pi$ (the last pair, which hardly changes over a sentence). Read along a
+# row, it is like the hands of many clocks running at different speeds. The encoding is followed
+# by dropout (section 5.4). The paper also tried learned position embeddings and found nearly
+# identical results (Table 3, row E); sinusoids need no training and cover any length up to the
+# table's size.
+
+
+# %%
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """(max_len, d_model) positional encodings of section 3.5."""
+    if d_model % 2:
+        raise ValueError(
+            f"the sinusoidal encoding pairs dimensions, so d_model must be even, got {d_model}"
+        )
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
+    frequency = 10000.0 ** (
+        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    )  # (d_model/2,)
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to its input, then applies dropout."""
+
+    def __init__(self, d_model: int, p_drop: float, max_len: int = 5000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(p_drop)
+        # A buffer moves with .to(device) but is not trained; not persistent, since it is recomputed.
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(batch, len, d_model) -> (batch, len, d_model)."""
+        length = x.size(1)
+        if length > self.table.size(0):
+            raise ValueError(
+                f"sequence of length {length} is longer than the positional table ({self.table.size(0)}): "
+                "raise ModelConfig.max_len"
+            )
+        return self.dropout(x + self.table[:length])
+
+
+# %% [markdown]
+# A picture of the first 100 positions and 64 dimensions: fast oscillations on the left,
+# slow drifts on the right. Every row is different, so every position has a unique signature.
+
+
+# %%
+def positional_heatmap(positions: int = 100, d_model: int = 64) -> alt.Chart:
+    """Heatmap of the sinusoidal encodings: position against dimension."""
+    table = sinusoidal_table(positions, d_model)
+    frame = pd.DataFrame(
+        [
+            {"position": pos, "dimension": dim, "value": table[pos, dim].item()}
+            for pos in range(positions)
+            for dim in range(d_model)
+        ]
+    )
+    return (
+        alt.Chart(rounded(frame, 4))
+        .mark_rect()
+        .encode(
+            x=alt.X(
+                "dimension:O",
+                title="dimension of the encoding",
+                axis=alt.Axis(values=list(range(0, d_model, 8))),
+            ),
+            y=alt.Y(
+                "position:O",
+                title="position in the sentence",
+                axis=alt.Axis(values=list(range(0, positions, 10))),
+            ),
+            color=alt.Color(
+                "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="PE"
+            ),
+            tooltip=["position", "dimension", "value"],
+        )
+        .properties(
+            width=420, height=300, title=f"Sinusoidal positional encoding (d_model = {d_model})"
+        )
+    )
+
+
+def positional_curves(
+    dimensions: tuple[int, ...] = (2, 3, 12, 24), positions: int = 100, d_model: int = 64
+) -> alt.Chart:
+    """A few dimensions of the encoding as curves over position."""
+    table = sinusoidal_table(positions, d_model)
+    frame = pd.DataFrame(
+        [
+            {
+                "position": pos,
+                "dimension": f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})",
+                "value": table[pos, dim].item(),
+            }
+            for dim in dimensions
+            for pos in range(positions)
+        ]
+    )
+    return (
+        alt.Chart(rounded(frame, 4))
+        .mark_line()
+        .encode(
+            x=alt.X("position:Q", title="position"),
+            y=alt.Y("value:Q", title="PE(position, dimension)"),
+            color=alt.Color("dimension:N", title="dimension"),
+            tooltip=["position", "dimension", "value"],
+        )
+        .properties(
+            width=420,
+            height=180,
+            title="Dimensions 2 and 3 share one frequency; higher dimensions oscillate more slowly",
+        )
+    )
+
+
+# %% tags=["active-ipynb"]
+# (positional_heatmap() & positional_curves()).properties(title="Section 3.5's positional encoding")
+
+# %% [markdown]
+# ### Checking the claim that $PE_{pos+k}$ is a linear function of $PE_{pos}$
+#
+# The paper chose sinusoids because, it says, they should make it easy to attend by *relative*
+# position: for any fixed offset $k$, $PE_{pos+k}$ is a linear function of $PE_{pos}$. The
+# angle-addition formulas show why. For one frequency $\omega$,
+#
+# $$\begin{pmatrix}\sin\omega(pos+k)\\ \cos\omega(pos+k)\end{pmatrix}
+#   = \begin{pmatrix}\cos\omega k & \sin\omega k\\ -\sin\omega k & \cos\omega k\end{pmatrix}
+#     \begin{pmatrix}\sin\omega\, pos\\ \cos\omega\, pos\end{pmatrix},$$
+#
+# a rotation that depends on $k$ but not on $pos$. Stacking one such $2\times 2$ rotation per
+# frequency gives a matrix $M_k$ with $PE_{pos+k} = M_k\, PE_{pos}$ for **every** position.
+#
+# We check it two ways: with $M_k$ built from the formula, and with an $M_k$ *fitted* by least
+# squares to the even positions $0, 2, \dots, 19998$ without using the formula at all, then
+# tested on the odd positions it never saw. (The slowest sinusoids barely move over a few hundred
+# positions, so a fit needs a long stretch of them to pin every rotation down.)
+
+
+# %%
+def rotation_for_offset(k: int, d_model: int) -> Tensor:
+    """The block-diagonal matrix M_k with PE(pos + k) = M_k PE(pos), from the angle-addition formulas."""
+    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    cos, sin = torch.cos(k * frequency), torch.sin(k * frequency)
+    even, odd = torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)
+    M[even, even], M[even, odd] = cos, sin
+    M[odd, even], M[odd, odd] = -sin, cos
+    return M
+
+
+def linear_offset_check(offsets: list[int], d_model: int = 64, span: int = 20_000) -> pd.DataFrame:
+    """Largest error of PE(pos+k) = M_k PE(pos), with M_k from the formula and fitted by least squares."""
+    # Float64 throughout, so the errors show the mathematics rather than float32 rounding.
+    position = torch.arange(span + max(offsets), dtype=torch.float64).unsqueeze(1)
+    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    table = torch.empty(len(position), d_model, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = (
+        torch.sin(position * frequency),
+        torch.cos(position * frequency),
+    )
+    fit, held_out = torch.arange(0, span, 2), torch.arange(1, span, 2)  # even / odd positions
+    rows = []
+    for k in offsets:
+        analytic = rotation_for_offset(k, d_model)
+        error_formula = (table[k : span + k] - table[:span] @ analytic.T).abs().max().item()
+        # Solve table[fit] @ X = table[fit + k] for X = M_k^T, then test on positions never fitted.
+        fitted_t = torch.linalg.lstsq(table[fit], table[fit + k]).solution
+        error_fit = (table[held_out + k] - table[held_out] @ fitted_t).abs().max().item()
+        rows.append(
+            {
+                "offset k": k,
+                "max error, M_k from the formula": f"{error_formula:.0e}",
+                "max error, M_k fitted (held-out positions)": f"{error_fit:.0e}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# %% tags=["active-ipynb"]
+# linear_offset_check([1, 5, 20, 100])
+
+# %% [markdown]
+# Both errors are at the level of double-precision rounding: a fixed linear map really does
+# shift every position by $k$. Whether a trained model exploits this is another matter, but the
+# mechanism is there for attention to use.
+#
+# ## 7. The full model
+#
+# Now the assembly, following Figure 1 from bottom to top: embed and position-encode the source,
+# run the encoder; embed and position-encode the target, run the decoder with the encoder's
+# output as `memory`; project to logits. `encode` and `decode` are separate methods because a
+# translation needs the encoder once and the decoder once per generated token (chapter 4).
+
+
+# %%
+class EncoderDecoder(nn.Module):
+    """The Transformer of Figure 1: embeddings, encoder, decoder and the output projection."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.src_embed = nn.Sequential(
+            Embeddings(config.src_vocab, config.d_model),
+            PositionalEncoding(config.d_model, config.p_drop, config.max_len),
+        )
+        self.tgt_embed = nn.Sequential(
+            Embeddings(config.tgt_vocab, config.d_model),
+            PositionalEncoding(config.d_model, config.p_drop, config.max_len),
+        )
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+        self.generator = nn.Linear(config.d_model, config.tgt_vocab)  # the pre-softmax projection
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """src (batch, src_len) ids -> memory (batch, src_len, d_model)."""
+        return self.encoder(self.src_embed(src), src_mask)
+
+    def decode(self, memory: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
+        """tgt (batch, tgt_len) ids -> decoder states (batch, tgt_len, d_model)."""
+        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
+        """Logits (batch, tgt_len, tgt_vocab) for the token after each target position."""
+        if src.size(0) != tgt.size(0):
+            raise ValueError(f"src and tgt batch sizes differ: {src.size(0)} and {tgt.size(0)}")
+        return self.generator(self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask))
+
+
+def make_model(config: ModelConfig) -> EncoderDecoder:
+    """Build a Transformer from `config`, initialized with Xavier-uniform weight matrices."""
+    model = EncoderDecoder(config)
+    # The paper does not state an initialization; Xavier/Glorot uniform for every matrix (and
+    # PyTorch's defaults for biases and norms) is the common choice and trains well.
+    for parameter in model.parameters():
+        if parameter.dim() > 1:
+            nn.init.xavier_uniform_(parameter)
+    if config.share_embeddings:
+        # One matrix, three roles (section 3.4): the assignment makes them the same Parameter.
+        shared = model.tgt_embed[0].lut.weight
+        model.src_embed[0].lut.weight = shared
+        model.generator.weight = shared
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters, counting a shared matrix once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# %% [markdown]
+# ### Model sizes against Table 3
+#
+# Table 3 lists the parameter count of each variant the authors trained. We rebuild every row
+# that has a count, with a shared vocabulary of 37000 tokens (section 5.1 says "about 37000")
+# and shared embeddings, and count. The models are built on PyTorch's `meta` device, which
+# records shapes without allocating memory, so even the 213M-parameter big model costs nothing.
+
+# %%
+TABLE3_PARAMETERS = {
+    # row: (changes to the base configuration, parameters in millions as printed in Table 3)
+    "base": ({}, 65),
+    "(B) d_k=16": ({"d_k": 16}, 58),
+    "(B) d_k=32": ({"d_k": 32}, 60),
+    "(C) N=2": ({"N": 2}, 36),
+    "(C) N=4": ({"N": 4}, 50),
+    "(C) N=8": ({"N": 8}, 80),
+    "(C) d_model=256": ({"d_model": 256, "d_k": 32, "d_v": 32}, 28),
+    "(C) d_model=1024": ({"d_model": 1024, "d_k": 128, "d_v": 128}, 168),
+    "(C) d_ff=1024": ({"d_ff": 1024}, 53),
+    "(C) d_ff=4096": ({"d_ff": 4096}, 90),
+    "big": ({"d_model": 1024, "d_ff": 4096, "h": 16, "p_drop": 0.3}, 213),
+}
+
+
+def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
+    """Our parameter count for each Table 3 row that lists one, beside the paper's."""
+    rows = []
+    for row, (changes, paper_millions) in TABLE3_PARAMETERS.items():
+        config = replace(ModelConfig(vocab, vocab, share_embeddings=True), **changes)
+        with torch.device("meta"):
+            ours = count_parameters(make_model(config))
+        rows.append(
+            {
+                "Table 3 row": row,
+                "N": config.N,
+                "d_model": config.d_model,
+                "d_ff": config.d_ff,
+                "h": config.h,
+                "d_k": config.d_k,
+                "ours (M)": round(ours / 1e6, 1),
+                "paper (M)": paper_millions,
+                "difference": f"{100 * (ours / 1e6 - paper_millions) / paper_millions:+.1f}%",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# %% tags=["active-ipynb"]
+# table3_parameter_counts()
+
+# %% [markdown]
+# Every count is within a few percent of the paper's, and the pattern of the differences is
+# informative: the smaller models come out a little *below* the paper, the big ones at or a
+# little above. Most of that is the vocabulary: the paper only says "about 37000", and each
+# 1000 tokens of vocabulary is 0.5M parameters at $d_\text{model} = 512$ and 1M at 1024. The
+# rest is rounding in the paper's table (printed to the nearest million). The layers
+# themselves, which do not depend on the vocabulary, are exactly the formula: per encoder layer
+# $4(d_\text{model}^2 + d_\text{model}) + 2 d_\text{model} d_{ff} + d_{ff} + d_\text{model}
+# + 4 d_\text{model}$ (attention, feed-forward, two layer norms), which the tests check.
+#
+# ### A forward pass of an untrained model
+#
+# A small model (two layers, a toy vocabulary of 11 tokens) on a batch of two sentences, one of
+# them padded. The output has one row of 11 logits per target position; softmax turns each into
+# a distribution over the next token. Untrained, those distributions are arbitrary: some are
+# flat, some pick a token with confidence, and none has anything to do with the input yet.
+# Chapter 3 trains it.
+
+# %% tags=["active-ipynb"]
+# from annotated.ch01_attention import subsequent_mask
+#
+# PAD = 0
+# tiny = make_model(ModelConfig(src_vocab=11, tgt_vocab=11, N=2)).eval()
+# src = torch.tensor([[1, 5, 7, 3, 2], [1, 4, 2, PAD, PAD]])
+# tgt = torch.tensor([[1, 6, 8, 9], [1, 3, PAD, PAD]])
+# src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
+# tgt_mask = padding_mask(tgt, PAD) & subsequent_mask(tgt.size(1))  # (batch, tgt_len, tgt_len)
+# with torch.no_grad():
+#     logits = tiny(src, tgt, src_mask, tgt_mask)
+# probabilities = logits.softmax(dim=-1)
+# print("logits:", tuple(logits.shape), " (batch, tgt_len, tgt_vocab)")
+# print("each row sums to 1:", torch.allclose(probabilities.sum(-1), torch.ones(2, 4)))
+# print(f"largest probability anywhere: {probabilities.max().item():.2f}")
+
+# %% [markdown]
+# The decoder cannot cheat: changing a *later* target token leaves the logits of *earlier*
+# positions untouched, because the subsequent mask hides the future. (The tests check the same
+# for the encoder's padding: the values at pad positions never matter.)
+
+# %% tags=["active-ipynb"]
+# changed = tgt.clone()
+# changed[0, 3] = 10  # change the last target token of sentence 0
+# with torch.no_grad():
+#     again = tiny(src, changed, src_mask, padding_mask(changed, PAD) & subsequent_mask(4))
+# print("positions 0-2 unchanged:", torch.equal(logits[0, :3], again[0, :3]))
+# print("position 3 changed:     ", not torch.equal(logits[0, 3], again[0, 3]))
+
+# %% [markdown]
+# ### Post-norm against pre-norm, measured
+#
+# Section 2 said pre-norm is easier to train. One way to see why, before any training: send a
+# gradient back through a freshly initialized encoder and measure how large it is at each
+# layer's parameters. We use a 12-layer stack so the trend is easy to see, average over five
+# random initializations, and switch dropout off.
+
+
+# %%
+def gradient_norms_by_layer(seeds: int = 5, N: int = 6, d_model: int = 128) -> pd.DataFrame:
+    """Mean gradient norm of each encoder layer's parameters at initialization, post- and pre-norm."""
+    rows = []
+    for norm_first in (False, True):
+        totals = torch.zeros(N, dtype=torch.float64)
+        for seed in range(seeds):
+            torch.manual_seed(seed)
+            config = ModelConfig(
+                50,
+                50,
+                N=N,
+                d_model=d_model,
+                d_ff=4 * d_model,
+                h=4,
+                p_drop=0.0,
+                norm_first=norm_first,
+            )
+            model = make_model(config)
+            src = torch.randint(1, 50, (8, 20))
+            memory = model.encode(src, padding_mask(src, 0))
+            # A fixed random direction as the "loss": its gradient is a generic signal from the top.
+            (memory * torch.randn_like(memory)).sum().backward()
+            for i, layer in enumerate(model.encoder.layers):
+                squares = sum(p.grad.pow(2).sum() for p in layer.parameters())
+                totals[i] += squares.sqrt().item()
+        for i in range(N):
+            rows.append(
+                {
+                    "layer": i + 1,
+                    "arrangement": "pre-norm" if norm_first else "post-norm (paper)",
+                    "gradient norm": totals[i].item() / seeds,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Gradient norm per encoder layer for the two arrangements."""
+    return (
+        alt.Chart(rounded(frame, 4))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("layer:O", title="encoder layer (1 = bottom)"),
+            y=alt.Y(
+                "gradient norm:Q", scale=alt.Scale(type="log"), title="gradient norm (log scale)"
+            ),
+            color=alt.Color("arrangement:N", title="arrangement"),
+            tooltip=["layer", "arrangement", "gradient norm"],
+        )
+        .properties(width=420, height=220, title="Gradient reaching each layer at initialization")
+    )
+
+
+# %% tags=["active-ipynb"]
+# norms = gradient_norms_by_layer(N=12)
+# gradient_chart(norms)
+
+# %% tags=["active-ipynb"]
+# norms.pivot(index="layer", columns="arrangement", values="gradient norm").round(1)
+
+# %% [markdown]
+# Two differences show. With **post-norm** every layer receives a gradient of about the same,
+# large size, the top layers (nearest the output) slightly more. With **pre-norm** the gradient
+# shrinks from the bottom to the top, and at the top it is about a third of post-norm's: each
+# pre-norm layer adds a small correction to a residual stream that keeps growing, and only the
+# final LayerNorm sees the total, so each layer's own influence is diluted. Large gradients at
+# the layers next to the output, at the very start of training, are what make post-norm unstable
+# with a large learning rate; Xiong et al. (2020, *On Layer Normalization in the Transformer
+# Architecture*) analyse exactly this. It is one reason the paper's post-norm model needs the
+# learning-rate warmup of chapter 3, and why pre-norm became the usual choice for deep stacks. We
+# keep the paper's arrangement as the default, with its schedule.
+#
+# **What we have:** `ModelConfig`, every box of Figure 1, and `make_model`, with the paper's
+# parameter counts reproduced. The model's layers are checked against `nn.TransformerEncoderLayer`
+# and `nn.TransformerDecoderLayer` in `tests/test_ch02_model.py`. **Next**, chapter 3 teaches it:
+# batches and masks, the optimizer and its schedule, and label smoothing.

@@ -1,0 +1,137 @@
+"""Offline, byte-stable Altair charts for the book.
+
+Altair's default renderer loads vega from a CDN and gives every chart a random element id, so a
+notebook re-executed by nbval never matches its committed outputs, and a page read offline shows
+nothing. The book's renderer instead emits:
+
+- `application/vnd.vegalite.v*+json`: the chart's spec, which JupyterLab and VS Code draw natively
+  with the vega they ship (no network);
+- `text/html` (when the book is executed by `make execute`/`make book` or checked by nbval, which set
+  ANNOTATED_CHART_HTML=1): a `<div>` whose id is a hash of the spec, and a script that draws it
+  with vega, vega-lite and vega-embed from one local file, `_static/annotated-vega.js`
+  (see `write_vega_bundle`), the same file for every chart on a page;
+- `text/plain`: the chart's title, for terminals.
+
+Only the exported site needs the HTML form; in a live Jupyter session the spec alone is shown,
+because a notebook page has no `_static/` folder to load the bundle from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+
+HTML_ENV = "ANNOTATED_CHART_HTML"
+BUNDLE_NAME = "annotated-vega.js"
+RENDERER_NAME = "annotated"
+MAX_ROWS = 20_000  # the largest chart in the book (a positional-encoding heatmap) stays below this
+
+# A tiny loader shared by every chart on a page: it loads the bundle once (a Sphinx page tells us
+# where its root is), then draws each chart that asked for it.
+_LOADER = """\
+(function () {
+  var id = "%(id)s", spec = %(spec)s;
+  var root = document.documentElement.dataset.content_root || "";
+  if (!window.annotatedVegaReady) {
+    window.annotatedVegaReady = new Promise(function (resolve, reject) {
+      if (window.annotatedVega) { resolve(window.annotatedVega); return; }
+      var tag = document.createElement("script");
+      tag.src = root + "_static/%(bundle)s";
+      tag.onload = function () { resolve(window.annotatedVega); };
+      tag.onerror = function () { reject(new Error("could not load " + tag.src)); };
+      document.head.appendChild(tag);
+    });
+  }
+  window.annotatedVegaReady
+    .then(function (lib) { return lib.vegaEmbed("#" + id, spec, {actions: false, renderer: "svg"}); })
+    .catch(function (error) {
+      var box = document.getElementById(id);
+      box.textContent = "This chart needs _static/%(bundle)s beside the page (run `make book`): " + error;
+      console.error(error);
+    });
+})();"""
+
+
+def _spec_text(spec: dict[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def chart_html(spec: dict[str, Any]) -> str:
+    """HTML for one chart: a div with a content-derived id and the script that draws it."""
+    text = _spec_text(spec)
+    chart_id = "annotated-chart-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    # "</" inside a script would end it early; JSON allows the escaped form.
+    script = _LOADER % {"id": chart_id, "spec": text.replace("</", "<\\/"), "bundle": BUNDLE_NAME}
+    return f'<div id="{chart_id}" class="annotated-chart"></div>\n<script type="text/javascript">\n{script}\n</script>'
+
+
+def _title(spec: dict[str, Any]) -> str:
+    """The chart's title, or its panels' titles joined, for the plain-text form."""
+    title = spec.get("title")
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, list):
+        title = " ".join(title)
+    if title:
+        return str(title)
+    panels = [
+        _title(panel)
+        for key in ("vconcat", "hconcat", "concat", "layer")
+        for panel in spec.get(key, [])
+    ]
+    return " | ".join(panel for panel in panels if panel != "untitled") or "untitled"
+
+
+def render(spec: dict[str, Any], **_metadata: Any) -> dict[str, Any]:
+    """The book's Altair renderer: see the module docstring for what each MIME type is for."""
+    major = alt.SCHEMA_VERSION.lstrip("v").split(".")[0]
+    bundle: dict[str, Any] = {
+        f"application/vnd.vegalite.v{major}+json": spec,
+        "text/plain": f"<chart: {_title(spec)}>",
+    }
+    if os.environ.get(HTML_ENV) == "1":
+        bundle["text/html"] = chart_html(spec)
+    return bundle
+
+
+def use_book_charts() -> None:
+    """Draw every Altair chart with the book's offline, byte-stable renderer."""
+    alt.renderers.register(RENDERER_NAME, render)
+    alt.renderers.enable(RENDERER_NAME)
+    alt.data_transformers.enable("default", max_rows=MAX_ROWS)
+
+
+def vega_bundle() -> str:
+    """vega, vega-lite and vega-embed in one script whose only global is `annotatedVega.vegaEmbed`."""
+    import vl_convert
+
+    vl_version = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    snippet = (
+        "window.annotatedVega = {vegaEmbed: vegaEmbed};"  # vega-embed carries vega and vega-lite
+    )
+    body = vl_convert.javascript_bundle(snippet=snippet, vl_version=vl_version)
+    # The bundle declares hundreds of top-level names; a function scope keeps them off `window`.
+    return f"/* vega + vega-lite {vl_version} + vega-embed, bundled by vl-convert */\n(function () {{\n{body}\n}})();\n"
+
+
+def write_vega_bundle(directory: str | Path) -> Path:
+    """Write the bundle to `directory/annotated-vega.js` atomically and return its path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / BUNDLE_NAME
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False) as handle:
+        handle.write(vega_bundle())
+    os.replace(handle.name, target)
+    return target
+
+
+def rounded(frame, digits: int = 6):
+    """Round a DataFrame's float columns so chart specs do not depend on the last bits of a float."""
+    floats = frame.select_dtypes("float").columns
+    return frame.assign(**{name: frame[name].round(digits) for name in floats})

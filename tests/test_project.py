@@ -1,0 +1,127 @@
+"""The book as a project: setup files agree, notebooks match their chapters, imports are silent."""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402  (tools/book.py)
+
+CHAPTERS = book.chapters()
+
+
+def _requirements(lines) -> dict[str, str]:
+    """name -> normalized requirement string."""
+    found = {}
+    for line in lines:
+        requirement = Requirement(line)
+        found[requirement.name.lower()] = str(requirement)
+    return found
+
+
+def test_environment_yml_lists_the_same_dependencies_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        declared += extra
+    pip_section = next(
+        entry["pip"]
+        for entry in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+        if isinstance(entry, dict)
+    )
+    conda = _requirements(line for line in pip_section if not line.startswith("-e"))
+    assert "-e ." in pip_section, "environment.yml must install the book itself"
+    ours = _requirements(declared)
+    assert set(conda) == set(ours), (
+        f"only in environment.yml: {set(conda) - set(ours)}; only in pyproject: {set(ours) - set(conda)}"
+    )
+    torch_pin = re.search(r"^TORCH\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    for name, spec in ours.items():
+        expected = torch_pin if name == "torch" else spec
+        assert conda[name] == expected, (
+            f"{name}: environment.yml says {conda[name]}, the pip path says {expected}"
+        )
+    # The Makefile's pinned torch must satisfy pyproject's range, or pip would replace it.
+    pinned = Requirement(torch_pin)
+    assert Requirement(ours["torch"]).specifier.contains(next(iter(pinned.specifier)).version)
+
+
+def test_every_chapter_has_an_executed_up_to_date_notebook():
+    assert [c.stem for c in CHAPTERS][:3] == ["ch00_preface", "ch01_attention", "ch02_model"]
+    for source in CHAPTERS:
+        target = book.notebook_for(source)
+        assert target.exists(), f"{target} is missing: run `make notebooks` then `make book`"
+        saved = nbformat.read(target, as_version=4)
+        cells = lambda nb: [(c.cell_type, c.source.strip()) for c in nb.cells]  # noqa: E731
+        assert cells(jupytext.read(source)) == cells(saved), (
+            f"{target} differs from {source}: run `make book`"
+        )
+        unexecuted = [
+            i
+            for i, c in enumerate(saved.cells)
+            if c.cell_type == "code" and c.execution_count is None
+        ]
+        assert not unexecuted, f"{target}: cells {unexecuted} were never executed: run `make book`"
+        assert not book.is_stale(source), (
+            f"{target} was executed from an older {source.name}: run `make book`"
+        )
+        errors = [
+            o
+            for c in saved.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "error"
+        ]
+        assert not errors, f"{target} was saved with an error output"
+
+
+def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
+    # ch02 imports ch01: editing ch01 must make ch02 stale, and leave ch00's digest to its own imports.
+    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch02_model.py")}
+    assert {"ch02_model", "ch01_attention", "charts"} <= deps
+    assert "ch00_preface" not in deps
+
+
+def test_importing_chapters_prints_plots_and_writes_nothing(tmp_path):
+    names = ", ".join(f"annotated.{c.stem}" for c in CHAPTERS)
+    code = (
+        f"import altair as alt\nimport {names}\n"
+        "assert alt.renderers.active != 'annotated', 'importing a chapter switched the chart renderer'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_readme_starts_with_the_two_commands():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    head = "\n".join(lines[:15])
+    assert "make book" in head and "make test" in head
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_notebooks_carry_no_volatile_metadata():
+    for source in CHAPTERS:
+        saved = nbformat.read(book.notebook_for(source), as_version=4)
+        assert set(saved.metadata) <= {"kernelspec", "language_info", "annotated"}
+        assert all(not c.metadata for c in saved.cells)
+
+
+@pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_chapter_sources_are_jupytext_percent_files(source):
+    text = source.read_text()
+    assert text.startswith("# %% [markdown]\n# # Chapter"), (
+        f"{source.name} should open with its title cell"
+    )

@@ -1,0 +1,216 @@
+"""Keep the chapters (annotated/chNN_*.py) and their executed notebooks (notebooks/) in step.
+
+The .py file is the single source of truth. This tool never reads a notebook's cells back
+into the .py; it only writes notebooks from the .py files:
+
+    python tools/book.py sync            # .py -> .ipynb, keeping the outputs of unchanged cells
+    python tools/book.py execute         # re-execute only notebooks whose sources changed
+    python tools/book.py execute --all   # re-execute every notebook
+    python tools/book.py status          # say which notebooks are stale, exit 1 if any
+
+A notebook records, in its metadata, a digest of the chapter source it was executed from and of
+every `annotated` module that chapter imports (transitively). "Stale" means that digest no longer
+matches: `jupytext --sync` would decide by file times instead, which a git checkout scrambles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jupytext
+import nbformat
+from jupytext.combine import combine_inputs_with_outputs
+
+from annotated.charts import HTML_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "annotated"
+NOTEBOOKS = ROOT / "notebooks"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later chapter
+
+
+def chapters() -> list[Path]:
+    """Every chapter source, in reading order."""
+    return sorted(PACKAGE.glob("ch[0-9][0-9]_*.py"))
+
+
+def notebook_for(source: Path) -> Path:
+    return NOTEBOOKS / (source.stem + ".ipynb")
+
+
+def _imported_modules(source: Path) -> set[str]:
+    """Names of the `annotated` modules that a source file imports."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[0] == "annotated":
+                if len(parts) > 1:
+                    names.add(parts[1])
+                else:  # from annotated import ch01_attention
+                    names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "annotated" and len(parts) > 1:
+                    names.add(parts[1])
+    return {name for name in names if (PACKAGE / f"{name}.py").exists()}
+
+
+def dependencies(source: Path) -> list[Path]:
+    """The source itself and every `annotated` module it needs, transitively."""
+    seen: dict[str, Path] = {}
+    todo = [source]
+    while todo:
+        path = todo.pop()
+        if path.stem in seen:
+            continue
+        seen[path.stem] = path
+        todo.extend(PACKAGE / f"{name}.py" for name in _imported_modules(path))
+    return [seen[name] for name in sorted(seen)]
+
+
+def source_digest(source: Path) -> str:
+    digest = hashlib.sha256()
+    for path in dependencies(source):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _stable_cell_ids(notebook: nbformat.NotebookNode) -> None:
+    """Give cells ids derived from their content, so regenerating a notebook does not churn ids."""
+    used: set[str] = set()
+    for cell in notebook.cells:
+        base = hashlib.sha1(cell.source.encode()).hexdigest()[:8]
+        cell_id, n = base, 1
+        while cell_id in used:
+            cell_id, n = f"{base}-{n}", n + 1
+        used.add(cell_id)
+        cell["id"] = cell_id
+
+
+def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
+    """Reduce metadata to what the book needs, so tool upgrades do not rewrite every file."""
+    executed = notebook.metadata.get("annotated", {}).get("executed_from")
+    notebook.metadata = nbformat.from_dict(
+        {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
+    )
+    if digest or executed:
+        notebook.metadata["annotated"] = {"executed_from": digest or executed}
+    for cell in notebook.cells:
+        cell.metadata = nbformat.from_dict({})
+    _stable_cell_ids(notebook)
+    notebook.nbformat, notebook.nbformat_minor = 4, 5
+
+
+def write_atomically(notebook: nbformat.NotebookNode, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False
+    ) as handle:
+        nbformat.write(notebook, handle)
+    os.replace(handle.name, path)
+
+
+def sync(source: Path) -> nbformat.NotebookNode:
+    """Write the notebook's cells from the .py, keeping outputs of cells whose source is unchanged."""
+    fresh = jupytext.read(source)
+    target = notebook_for(source)
+    if target.exists():
+        old = nbformat.read(target, as_version=4)
+        fresh = combine_inputs_with_outputs(fresh, old)
+        fresh.metadata["annotated"] = old.metadata.get("annotated", {})
+    _normalise(fresh, None)
+    write_atomically(fresh, target)
+    return fresh
+
+
+def is_stale(source: Path) -> bool:
+    target = notebook_for(source)
+    if not target.exists():
+        return True
+    notebook = nbformat.read(target, as_version=4)
+    recorded = notebook.metadata.get("annotated", {}).get("executed_from")
+    return recorded != source_digest(source)
+
+
+def execute(source: Path) -> float:
+    """Run every cell of a chapter's notebook in a fresh kernel and save it with its outputs."""
+    from nbclient import NotebookClient
+
+    notebook = sync(source)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    # Charts emit their offline HTML form too when the book is executed (see annotated/charts.py).
+    os.environ[HTML_ENV] = "1"
+    started = time.perf_counter()
+    client = NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name=KERNELSPEC["name"],
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+        record_timing=False,
+    )
+    client.execute()
+    _normalise(notebook, source_digest(source))
+    write_atomically(notebook, notebook_for(source))
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("command", choices=["sync", "execute", "status"])
+    parser.add_argument(
+        "chapters", nargs="*", help="chapter names (e.g. ch01_attention); default all"
+    )
+    parser.add_argument("--all", action="store_true", help="with execute: also run up-to-date ones")
+    args = parser.parse_args(argv)
+
+    sources = chapters()
+    if args.chapters:
+        wanted = {
+            name.removesuffix(".py").removesuffix(".ipynb").split("/")[-1] for name in args.chapters
+        }
+        unknown = wanted - {s.stem for s in sources}
+        if unknown:
+            parser.error(f"no such chapter: {', '.join(sorted(unknown))} (see annotated/ch*.py)")
+        sources = [s for s in sources if s.stem in wanted]
+
+    if args.command == "sync":
+        for source in sources:
+            sync(source)
+            print(f"synced   {notebook_for(source).relative_to(ROOT)}")
+        return 0
+    if args.command == "status":
+        stale = [s for s in sources if is_stale(s)]
+        for source in sources:
+            print(
+                f"{'stale' if source in stale else 'fresh'}    {notebook_for(source).relative_to(ROOT)}"
+            )
+        return 1 if stale else 0
+    for source in sources:
+        if args.all or is_stale(source):
+            print(f"executing {notebook_for(source).relative_to(ROOT)} ...", flush=True)
+            seconds = execute(source)
+            print(
+                f"executed  {notebook_for(source).relative_to(ROOT)} in {seconds:.0f} s", flush=True
+            )
+        else:
+            sync(source)
+            print(f"fresh     {notebook_for(source).relative_to(ROOT)} (outputs kept)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
