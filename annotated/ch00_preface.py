@@ -47,10 +47,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from annotated.ch01_attention import attention
-from annotated.charts import rounded
+from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
-# from annotated.charts import use_book_charts
+# from annotated.figures import use_book_charts
 #
 # use_book_charts()
 

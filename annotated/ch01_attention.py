@@ -35,12 +35,12 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.charts import rounded
+from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
-# from annotated.charts import use_book_charts
+# from annotated.figures import use_book_charts
 #
-# use_book_charts()  # offline, byte-stable charts (see annotated/charts.py)
+# use_book_charts()  # offline, byte-stable charts (see annotated/figures.py)
 # _ = torch.manual_seed(0)  # every random draw below is repeatable
 
 # %% [markdown]

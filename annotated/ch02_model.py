@@ -28,10 +28,10 @@ import torch
 from torch import Tensor, nn
 
 from annotated.ch01_attention import MultiHeadAttention, padding_mask
-from annotated.charts import rounded
+from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
-# from annotated.charts import use_book_charts
+# from annotated.figures import use_book_charts
 #
 # use_book_charts()
 # _ = torch.manual_seed(0)  # every random draw below is repeatable

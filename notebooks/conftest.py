@@ -1,12 +1,12 @@
 """pytest settings for `pytest --nbval notebooks`: re-execute the notebooks as `make book` did.
 
-The notebooks were executed with ANNOTATED_CHART_HTML=1 (see annotated/charts.py), so their charts
+The notebooks were executed with ANNOTATED_CHART_HTML=1 (see annotated/figures.py), so their charts
 carry an offline HTML form; nbval's kernels inherit this process's environment, so the same
 setting here makes them produce the same outputs.
 """
 
 import os
 
-from annotated.charts import HTML_ENV
+from annotated.figures import HTML_ENV
 
 os.environ[HTML_ENV] = "1"

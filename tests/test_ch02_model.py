@@ -50,6 +50,19 @@ def copy_norm(ours: nn.LayerNorm, theirs: nn.LayerNorm) -> None:
     theirs.bias.copy_(ours.bias)
 
 
+def torch_layer(kind, config: ModelConfig) -> nn.Module:
+    """PyTorch's post- or pre-norm ReLU layer of the same sizes, in eval mode."""
+    return kind(
+        config.d_model,
+        config.h,
+        config.d_ff,
+        dropout=0.1,
+        activation="relu",
+        batch_first=True,
+        norm_first=config.norm_first,
+    ).eval()
+
+
 def copy_feed_forward(ours, theirs) -> None:
     theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
     theirs.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
@@ -62,15 +75,7 @@ def copy_feed_forward(ours, theirs) -> None:
 def test_encoder_layer_equals_nn_transformer_encoder_layer(norm_first):
     config = small_config(norm_first=norm_first)
     ours = EncoderLayer(config).eval()
-    theirs = nn.TransformerEncoderLayer(
-        config.d_model,
-        config.h,
-        config.d_ff,
-        dropout=0.1,
-        activation="relu",
-        batch_first=True,
-        norm_first=norm_first,
-    ).eval()
+    theirs = torch_layer(nn.TransformerEncoderLayer, config)
     with torch.no_grad():
         copy_attention(ours.self_attn, theirs.self_attn)
         copy_feed_forward(ours, theirs)
@@ -89,15 +94,7 @@ def test_encoder_layer_equals_nn_transformer_encoder_layer(norm_first):
 def test_decoder_layer_equals_nn_transformer_decoder_layer(norm_first):
     config = small_config(norm_first=norm_first)
     ours = DecoderLayer(config).eval()
-    theirs = nn.TransformerDecoderLayer(
-        config.d_model,
-        config.h,
-        config.d_ff,
-        dropout=0.1,
-        activation="relu",
-        batch_first=True,
-        norm_first=norm_first,
-    ).eval()
+    theirs = torch_layer(nn.TransformerDecoderLayer, config)
     with torch.no_grad():
         copy_attention(ours.self_attn, theirs.self_attn)
         copy_attention(ours.src_attn, theirs.multihead_attn)

@@ -87,7 +87,7 @@ def test_every_chapter_has_an_executed_up_to_date_notebook():
 def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
     # ch02 imports ch01: editing ch01 must make ch02 stale, and leave ch00's digest to its own imports.
     deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch02_model.py")}
-    assert {"ch02_model", "ch01_attention", "charts"} <= deps
+    assert {"ch02_model", "ch01_attention", "figures"} <= deps
     assert "ch00_preface" not in deps
 
 

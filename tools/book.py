@@ -28,7 +28,7 @@ import jupytext
 import nbformat
 from jupytext.combine import combine_inputs_with_outputs
 
-from annotated.charts import HTML_ENV
+from annotated.figures import HTML_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "annotated"
@@ -150,7 +150,7 @@ def execute(source: Path) -> float:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    # Charts emit their offline HTML form too when the book is executed (see annotated/charts.py).
+    # Charts emit their offline HTML form too when the book is executed (see annotated/figures.py).
     os.environ[HTML_ENV] = "1"
     started = time.perf_counter()
     client = NotebookClient(

@@ -8,7 +8,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from annotated import charts
+from annotated import figures
 
 
 def a_chart(values=(1, 2, 3)) -> alt.Chart:
@@ -17,8 +17,8 @@ def a_chart(values=(1, 2, 3)) -> alt.Chart:
 
 
 def test_renderer_is_byte_stable_and_offline(monkeypatch):
-    monkeypatch.setenv(charts.HTML_ENV, "1")
-    first, second = charts.render(a_chart().to_dict()), charts.render(a_chart().to_dict())
+    monkeypatch.setenv(figures.HTML_ENV, "1")
+    first, second = figures.render(a_chart().to_dict()), figures.render(a_chart().to_dict())
     assert first == second
     html = first["text/html"]
     assert "http://" not in html and "https://" not in html.replace(
@@ -26,14 +26,14 @@ def test_renderer_is_byte_stable_and_offline(monkeypatch):
     )
     assert "_static/annotated-vega.js" in html
     assert first["text/plain"] == "<chart: a test chart>"
-    different = charts.render(a_chart((1, 2, 4)).to_dict())["text/html"]
+    different = figures.render(a_chart((1, 2, 4)).to_dict())["text/html"]
     element_id = lambda text: text.split('id="')[1].split('"')[0]  # noqa: E731
     assert element_id(html) != element_id(different), "the element id must derive from the content"
 
 
 def test_html_only_when_the_book_is_executed(monkeypatch):
-    monkeypatch.delenv(charts.HTML_ENV, raising=False)
-    bundle = charts.render(a_chart().to_dict())
+    monkeypatch.delenv(figures.HTML_ENV, raising=False)
+    bundle = figures.render(a_chart().to_dict())
     assert "text/html" not in bundle
     spec_type = next(key for key in bundle if key.startswith("application/vnd.vegalite"))
     assert bundle[spec_type]["title"] == "a test chart"
@@ -42,7 +42,7 @@ def test_html_only_when_the_book_is_executed(monkeypatch):
 def test_spec_inside_the_script_cannot_close_it(monkeypatch):
     frame = pd.DataFrame({"label": ["</script><b>x</b>"], "y": [1]})
     spec = alt.Chart(frame).mark_bar().encode(x="label:N", y="y:Q").to_dict()
-    html = charts.chart_html(spec)
+    html = figures.chart_html(spec)
     assert html.count("</script>") == 1
     embedded = html.split("spec = ", 1)[1].split(";\n", 1)[0]
     assert json.loads(embedded.replace("<\\/", "</"))["datasets"] == spec["datasets"]
@@ -50,17 +50,17 @@ def test_spec_inside_the_script_cannot_close_it(monkeypatch):
 
 def test_titles_of_concatenated_charts():
     spec = alt.vconcat(a_chart(), a_chart().properties(title="second")).to_dict()
-    assert charts.render(spec)["text/plain"] == "<chart: a test chart | second>"
+    assert figures.render(spec)["text/plain"] == "<chart: a test chart | second>"
 
 
 @pytest.fixture(scope="module")
 def bundle_path(tmp_path_factory):
-    return charts.write_vega_bundle(tmp_path_factory.mktemp("static"))
+    return figures.write_vega_bundle(tmp_path_factory.mktemp("static"))
 
 
 def test_bundle_is_wrapped_in_one_function_scope(bundle_path):
     text = bundle_path.read_text()
-    assert bundle_path.name == charts.BUNDLE_NAME
+    assert bundle_path.name == figures.BUNDLE_NAME
     body = text.split("\n", 1)[1]
     assert body.startswith("(function () {\n") and body.rstrip().endswith("})();")
     assert "window.annotatedVega" in text
