@@ -10,9 +10,11 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# The browser that tests/test_site.py drives: Debian's chromium, which `make browser` installs.
+export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book notebooks execute status test unit nbval lint lab clean
+.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,11 +24,32 @@ setup: $(STAMP)  ## create .venv and install the book with its tools
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(if $(strip $(TORCH)),$(PY) -m pip install $(TORCH))
-	$(PY) -m pip install -e '.[dev]'
+	$(PY) -m pip install -e '.[dev,docs]'
 	touch $@
 
-book: $(STAMP)  ## set up, then re-execute the notebooks whose chapter changed
+book: $(STAMP)  ## set up, re-execute the notebooks whose chapter changed, build the site
 	$(PY) tools/book.py execute
+	$(PY) site/booksite.py
+
+site: $(STAMP)  ## build the HTML site in _build/html from the saved notebooks (executes nothing)
+	$(PY) site/booksite.py
+
+serve: site  ## serve _build/html on http://127.0.0.1:8000 for a look in a browser
+	$(PY) -m http.server --bind 127.0.0.1 --directory _build/html 8000
+
+# Installs Chromium with apt-get when it is missing and this runs as root; otherwise it says why
+# not, and the browser tests skip with the same reason. Nothing here downloads a browser build.
+browser:  ## install Debian's chromium for the browser test of the site
+	@if [ -x "$(ANNOTATED_CHROMIUM)" ]; then \
+	  echo "browser: $(ANNOTATED_CHROMIUM)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends chromium fonts-dejavu-core; } \
+	  || echo "browser: apt-get could not install chromium; the browser tests will be skipped"; \
+	else \
+	  echo "browser: no $(ANNOTATED_CHROMIUM), and no apt-get as root to install it;" \
+	    "the browser tests will be skipped (install Debian's chromium package to run them)"; \
+	fi
 
 notebooks: $(STAMP)  ## regenerate notebooks/*.ipynb from annotated/*.py, keeping outputs
 	$(PY) tools/book.py sync
@@ -37,18 +60,18 @@ execute: $(STAMP)  ## re-execute every notebook
 status: $(STAMP)  ## say which notebooks are stale
 	$(PY) tools/book.py status
 
-test: $(STAMP)  ## unit tests and nbval on every notebook
+test: $(STAMP) browser  ## unit tests, the site in a browser, and nbval on every notebook
 	$(PY) -m pytest tests notebooks $(NBVAL)
 
-unit: $(STAMP)  ## unit tests only (fast)
-	$(PY) -m pytest tests
+unit: $(STAMP)  ## unit tests only (fast; the site's browser tests are left out)
+	$(PY) -m pytest tests --ignore tests/test_site.py
 
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)
 
 lint: $(STAMP)  ## ruff on the code, formatting included
-	$(PY) -m ruff check annotated tests tools notebooks/conftest.py
-	$(PY) -m ruff format --check annotated tests tools notebooks/conftest.py
+	$(PY) -m ruff check annotated tests tools site notebooks/conftest.py
+	$(PY) -m ruff format --check annotated tests tools site notebooks/conftest.py
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -e '.[lab]'

@@ -1,0 +1,311 @@
+"""Build the book's HTML site from the saved, executed notebooks, and the Sphinx extension it uses.
+
+    python site/booksite.py            # -> _build/html/index.html (the notebooks are not re-run)
+
+The site is made for reading offline: every script, style, font and the MathJax and vega code
+it needs is copied into `_build/html`, and nothing is loaded from another host
+(`tests/test_site.py` opens every page in Chromium with the network refused to check that).
+
+Sphinx wants all its pages under one source folder, and the chapters live in `notebooks/`, so the
+build first stages a source folder in `_build/site/`:
+
+    _build/site/src/          index.md (from site/), and a copy of every notebooks/ch*.ipynb
+    _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures.py)
+    _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/
+    _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
+
+Chapters are found by globbing `notebooks/ch*.ipynb` in name order, so a new chapter appears in
+the navigation, on the landing page and in the browser test without any change here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SITE = Path(__file__).resolve().parent
+ROOT = SITE.parent
+NOTEBOOKS = ROOT / "notebooks"
+PACKAGE = ROOT / "annotated"
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+STAGE = BUILD / "site"
+SOURCE = STAGE / "src"
+STATIC = STAGE / "static"
+EXTRA = STAGE / "extra"
+DOCTREES = STAGE / "doctrees"
+DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py of every chapter
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One chapter of the book, as the site shows it."""
+
+    stem: str  # ch01_attention: the page is ch01_attention.html
+    notebook: Path  # notebooks/ch01_attention.ipynb
+    module: Path | None  # annotated/ch01_attention.py, its source (None if it has none)
+    title: str  # the notebook's first heading: "Chapter 1 — Attention"
+    paper: str  # "section 3.2 (...)" from the chapter's "*Paper: ...*" line, or ""
+
+
+def _first_markdown(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            source = cell.get("source", "")
+            return "".join(source) if isinstance(source, list) else source
+    return ""
+
+
+def read_chapter(notebook: Path) -> Chapter:
+    text = _first_markdown(notebook)
+    heading = re.search(r"^#\s+(.+?)\s*$", text, re.M)
+    paper = re.search(r"^\*Paper:\s*(.+?)\.?\*\s*$", text, re.M | re.S)
+    module = PACKAGE / f"{notebook.stem}.py"
+    return Chapter(
+        stem=notebook.stem,
+        notebook=notebook,
+        module=module if module.exists() else None,
+        title=heading.group(1) if heading else notebook.stem,
+        paper=" ".join(paper.group(1).split()) if paper else "",
+    )
+
+
+def chapters() -> list[Chapter]:
+    """Every chapter notebook, in reading (file name) order."""
+    return [read_chapter(path) for path in sorted(NOTEBOOKS.glob("ch*.ipynb"))]
+
+
+# --- staging -----------------------------------------------------------------------------------
+
+
+def _write_if_changed(target: Path, data: bytes) -> None:
+    """Write only when the bytes differ, so Sphinx (which re-reads newer files) skips the rest."""
+    if target.exists() and target.read_bytes() == data:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    target.chmod(0o644)
+
+
+def _mirror(folder: Path, wanted: dict[str, bytes]) -> None:
+    """Make `folder` hold exactly the files in `wanted` (name -> bytes), so removed chapters go."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in folder.iterdir():
+        if path.name not in wanted:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for name, data in wanted.items():
+        _write_if_changed(folder / name, data)
+
+
+def page_source(notebook: Path) -> bytes:
+    """The notebook as the site renders it: each chart output keeps only its HTML form.
+
+    A chart output also carries its Vega-Lite spec, for JupyterLab and VS Code; myst-nb cannot
+    draw that type and would warn about it on every chart. A chart saved without its HTML form
+    (the notebook was run outside `make book`) would show as a line of text, so it is an error.
+    """
+    content = json.loads(notebook.read_text(encoding="utf-8"))
+    for index, cell in enumerate(content.get("cells", [])):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            specs = [name for name in data if name.startswith("application/vnd.vegalite.")]
+            if specs and "text/html" not in data:
+                raise SystemExit(
+                    f"{notebook.relative_to(ROOT)}, cell {index}: a chart without its HTML form "
+                    "(the notebook was executed outside the book's tools): run `make execute`"
+                )
+            for name in specs:
+                del data[name]
+    return (json.dumps(content, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _bundle_key() -> str:
+    """What the vega bundle depends on: the vl-convert release and the Vega-Lite version."""
+    from importlib.metadata import version
+
+    import altair
+
+    return f"vl-convert-python {version('vl-convert-python')}, Vega-Lite {altair.SCHEMA_VERSION}"
+
+
+def stage() -> list[Chapter]:
+    """Lay out _build/site/ for Sphinx (see the module docstring) and return the chapters."""
+    found = chapters()
+    if not found:
+        raise SystemExit(f"no chapter notebooks in {NOTEBOOKS}: run `make notebooks` first")
+    pages = {c.notebook.name: page_source(c.notebook) for c in found}
+    _mirror(SOURCE, {"index.md": (SITE / "index.md").read_bytes()} | pages)
+    downloads = {c.notebook.name: c.notebook.read_bytes() for c in found}
+    downloads |= {c.module.name: c.module.read_bytes() for c in found if c.module}
+    _mirror(EXTRA / DOWNLOADS, downloads)
+
+    # The bundle takes a few seconds to make and only changes with vl-convert or Vega-Lite.
+    from annotated.figures import BUNDLE_NAME, write_vega_bundle
+
+    key, stamp = _bundle_key(), STAGE / (BUNDLE_NAME + ".version")
+    if not (STATIC / BUNDLE_NAME).exists() or not stamp.exists() or stamp.read_text() != key:
+        write_vega_bundle(STATIC).chmod(0o644)
+        stamp.write_text(key)
+    return found
+
+
+def build(html: Path = HTML, quiet: bool = True) -> Path:
+    """Stage the sources and run Sphinx; return the path of index.html. Raise if Sphinx fails."""
+    from sphinx.cmd.build import build_main
+
+    stage()
+    args = ["-b", "html", "-c", str(SITE), "-d", str(DOCTREES), "-W", "--keep-going"]
+    if quiet:
+        args.append("-q")
+    status = build_main([*args, str(SOURCE), str(html)])
+    if status != 0:
+        raise RuntimeError(f"sphinx-build failed with status {status} (its messages are above)")
+    return html / "index.html"
+
+
+# --- the Sphinx extension (loaded by site/conf.py) -----------------------------------------------
+
+
+def _relative(docname: str, target: str) -> str:
+    return "../" * docname.count("/") + target
+
+
+def _download_links(docname: str, chapter: Chapter, lead: str = "Download this chapter: "):
+    """A paragraph of links to the chapter's notebook and Python source."""
+    from docutils import nodes
+
+    paragraph = nodes.paragraph(classes=["chapter-downloads"])
+    if lead:
+        paragraph += nodes.Text(lead)
+    files = [(chapter.notebook.name, "notebook")]
+    if chapter.module:
+        files.append((chapter.module.name, "Python source"))
+    for index, (name, label) in enumerate(files):
+        if index:
+            paragraph += nodes.Text(" · ")
+        link = nodes.reference("", "", refuri=_relative(docname, f"{DOWNLOADS}/{name}"))
+        link["classes"].append("download")
+        link["reftitle"] = f"{name}: the {label} of {chapter.title}"
+        suffix = name.rsplit(".", 1)[-1]
+        link += nodes.Text(f"{label} (.{suffix})" if lead else f".{suffix}")
+        paragraph += link
+    return paragraph
+
+
+def _add_download_links(app, doctree) -> None:
+    """Put the download links under the title of every chapter page."""
+    from docutils import nodes
+
+    docname = app.env.docname
+    chapter = {c.stem: c for c in chapters()}.get(docname)
+    if chapter is None:
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None or not section.children or not isinstance(section[0], nodes.title):
+        return
+    section.insert(1, _download_links(docname, chapter))
+
+
+def _chapter_map_directive():
+    from docutils import nodes
+    from sphinx import addnodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class ChapterMap(SphinxDirective):
+        """A table of every chapter: its title (linked), the paper's sections, its downloads."""
+
+        has_content = False
+
+        def run(self):
+            found = chapters()
+            for chapter in found:
+                self.env.note_dependency(str(chapter.notebook))
+            table = nodes.table(classes=["chapter-map"])
+            group = nodes.tgroup(cols=3)
+            table += group
+            for width in (30, 55, 15):
+                group += nodes.colspec(colwidth=width)
+            head = nodes.thead()
+            group += head
+            head += self._row([nodes.Text(text) for text in ("Chapter", "Paper", "Download")])
+            body = nodes.tbody()
+            group += body
+            for chapter in found:
+                link = addnodes.pending_xref(
+                    "",
+                    refdomain="std",
+                    reftype="doc",
+                    reftarget=chapter.stem,
+                    refdoc=self.env.docname,
+                    refexplicit=True,
+                    refwarn=True,
+                )
+                link += nodes.inline(chapter.title, chapter.title)
+                downloads = _download_links(self.env.docname, chapter, lead="")
+                body += self._row([link, nodes.Text(chapter.paper or "—"), downloads])
+            return [table]
+
+        @staticmethod
+        def _row(cells):
+            row = nodes.row()
+            for content in cells:
+                entry = nodes.entry()
+                if isinstance(content, nodes.paragraph):
+                    entry += content
+                else:
+                    paragraph = nodes.paragraph()
+                    paragraph += content
+                    entry += paragraph
+                row += entry
+            return row
+
+    return ChapterMap
+
+
+def _prune_mathjax(app, exception) -> None:
+    """Drop the MathJax builds that no page loads (they are half of the site's size).
+
+    sphinx-mathjax-offline copies MathJax's whole folder, a dozen combined builds among it. A page
+    loads only `mathjax_path` (tex-chtml.js), which fetches what else it needs (fonts, TeX
+    extensions, the accessibility menu's code) from the subfolders, which are kept.
+    """
+    entry = Path(app.outdir) / "_static" / app.config.mathjax_path
+    if exception is not None or not entry.exists():
+        return
+    for path in entry.parent.glob("*.js"):
+        if path != entry:
+            path.unlink()
+
+
+def setup(app):
+    app.add_directive("chapter-map", _chapter_map_directive())
+    app.connect("doctree-read", _add_download_links)
+    app.connect("build-finished", _prune_mathjax, priority=900)  # after the MathJax copy
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--verbose", action="store_true", help="show every Sphinx message")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    index = build(quiet=not args.verbose)
+    size = sum(path.stat().st_size for path in HTML.rglob("*") if path.is_file())
+    print(
+        f"site: {index.relative_to(ROOT)} ({len(chapters())} chapters, "
+        f"{size / 2**20:.1f} MiB) in {time.perf_counter() - started:.0f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # so `annotated` imports without an installed package, too
+    sys.exit(main())

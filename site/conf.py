@@ -1,0 +1,64 @@
+"""Sphinx settings for the book's HTML site. Build it with `make site` (see site/booksite.py).
+
+Everything here serves one aim: a site that reads the same with the network off. The notebooks
+are rendered with the outputs saved in them (never re-executed), MathJax comes from a PyPI package
+and is copied into the site, and charts load vega from the site's own `_static/` folder.
+"""
+
+import sys
+from pathlib import Path
+
+SITE = Path(__file__).resolve().parent
+sys.path.insert(0, str(SITE))
+sys.path.insert(0, str(SITE.parent))  # `annotated`, for a checkout without an installed package
+
+import booksite  # noqa: E402  (site/booksite.py: staging, chapter list, the extension below)
+
+project = "The Annotated Transformer, as a book"
+html_title = "The Annotated Transformer"
+html_show_copyright = False
+html_show_sphinx = False
+language = "en"
+
+extensions = [
+    "myst_nb",  # notebooks and MyST markdown (it brings myst_parser along)
+    "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax, nothing from a CDN
+    "booksite",  # the chapter map on the landing page and the download links on each chapter
+]
+
+root_doc = "index"
+exclude_patterns = [".ipynb_checkpoints"]
+
+# Notebooks are rendered as saved: `make book` / `make execute` run them, the site never does.
+nb_execution_mode = "off"
+# $...$ and $$...$$ in the chapters' markdown, and amsmath environments, become math.
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3
+# A chart output carries a Vega-Lite spec (which myst-nb cannot draw; booksite.page_source drops
+# it from the staged copy) and an HTML form that draws it with the site's own vega bundle
+# (annotated/figures.py). The HTML form comes first, and myst-nb keeps its <script> as it is.
+nb_mime_priority_overrides = [("html", "text/html", 0)]
+# myst-nb would put require.js and the widget manager from a CDN on pages with widgets; the book
+# has none, and a page must never reach another host.
+nb_ipywidgets_js = {}
+nb_merge_streams = True
+
+html_theme = "sphinx_book_theme"
+html_theme_options = {
+    "home_page_in_toc": True,
+    "show_navbar_depth": 1,
+    "show_toc_level": 2,
+    "use_download_button": False,  # each chapter links its .ipynb and .py under its title
+    "use_fullscreen_button": False,
+    "navigation_with_keys": False,
+    "footer_content_items": [],
+}
+html_static_path = ["_static", str(booksite.STATIC)]  # the book's CSS, and annotated-vega.js
+html_extra_path = [str(booksite.EXTRA)]  # downloads/: every chapter's .ipynb and .py
+html_css_files = ["book.css"]
+html_js_files = ["book.js"]  # settings the theme's scripts read when they start
+html_copy_source = False  # the downloads/ folder already has the sources
+html_show_sourcelink = False
+html_last_updated_fmt = None
+# Light by default: the charts are drawn on white. (Left empty, the theme logs a console error.)
+html_context = {"default_mode": "light"}

@@ -1,0 +1,392 @@
+"""The HTML site, read as a student reads it: in Chromium, with every other host refused.
+
+The site is built once for this module (`site/booksite.py`, as `make site` does; Sphinx only
+re-reads what changed). Then every page, the landing page and each chapter found in
+`notebooks/ch*.ipynb`, is opened three ways:
+
+- served from 127.0.0.1 by a server in this process, with every request to another host aborted
+  and recorded, and the host resolver refusing every name but 127.0.0.1;
+- straight from disk (file://) in a browser context that is offline, as on a laptop in a train;
+- at a phone's width.
+
+Each must draw every chart (an SVG or a canvas in every chart box, and a tooltip on hover),
+typeset every equation, log no console error, and load nothing but the site's own files.
+Screenshots go to `_build/screenshots/`. Without Chromium (Debian's `chromium` package, which
+`make browser` installs) the browser tests are skipped with a message saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "site"))
+import booksite  # noqa: E402  (site/booksite.py)
+
+CHAPTERS = booksite.chapters()
+PAGES = ["index"] + [chapter.stem for chapter in CHAPTERS]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
+# Flags this machine's Chromium needs headless; the host resolver rule makes every name but the
+# local server's fail, so a request the route handler missed could not reach a network either.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+]
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+WAIT_MS = 30_000
+CHART_ID = re.compile(r'id="(annotated-chart-[0-9a-f]+)"')
+
+
+# --- what the notebooks promise the pages will show ---------------------------------------------
+
+
+def _outputs(notebook: Path):
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        yield from cell.get("outputs", [])
+
+
+def expected_charts(page: str) -> dict[str, bool]:
+    """Chart box id -> whether the chart has tooltips, for every chart saved in the notebook."""
+    if page == "index":
+        return {}
+    charts = {}
+    for output in _outputs(booksite.NOTEBOOKS / f"{page}.ipynb"):
+        html = output.get("data", {}).get("text/html", "")
+        html = "".join(html) if isinstance(html, list) else html
+        for chart_id in CHART_ID.findall(html):
+            charts[chart_id] = '"tooltip"' in html
+    return charts
+
+
+def expects_math(page: str) -> bool:
+    if page == "index":
+        return False
+    cells = json.loads((booksite.NOTEBOOKS / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = "\n".join(
+        "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        for cell in cells
+        if cell["cell_type"] == "markdown"
+    )
+    return re.search(r"\$[^$\s][^$]*\$", re.sub(r"`[^`]*`", "", text)) is not None
+
+
+# --- the site, a server and a browser ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    """_build/html, brought up to date with the notebooks (a second build takes seconds)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "site" / "booksite.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"the site did not build:\n{result.stdout}\n{result.stderr}"
+    return booksite.HTML
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """The site served from 127.0.0.1 on a free port by a thread of this process."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: the browser tests need Debian's chromium package, which "
+            "`make browser` (run by `make test`) installs with apt-get when it runs as root; "
+            "or point ANNOTATED_CHROMIUM at a Chromium binary"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright package is missing: run `make setup` (the docs extra)")
+    # Playwright starts the browser with a fresh, temporary --user-data-dir of its own; it is
+    # given the system Chromium, so nothing is downloaded.
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
+        )
+        yield chromium
+        chromium.close()
+
+
+# --- reading a page ----------------------------------------------------------------------------
+
+_CHARTS_SETTLED = """() => Array.from(document.querySelectorAll('.annotated-chart'))
+  .every(box => box.querySelector('svg, canvas') || box.textContent.trim())"""
+_CHARTS = """() => Array.from(document.querySelectorAll('.annotated-chart')).map(box => ({
+  id: box.id, drawn: !!box.querySelector('svg, canvas'), text: box.textContent.trim().slice(0, 300)
+}))"""
+_MATHJAX_STARTED = """() => !document.querySelector('.math')
+  || !!(window.MathJax && MathJax.startup && MathJax.startup.promise)"""
+_MATHJAX_DONE = """() => document.querySelector('.math') && window.MathJax && MathJax.startup
+  ? MathJax.startup.promise.then(() => true) : false"""
+_MATH = """() => {
+  const boxes = Array.from(document.querySelectorAll('span.math, div.math'));
+  const raw = boxes.filter(box => !box.querySelector('mjx-container'));
+  return {total: boxes.length, raw: raw.map(box => box.textContent.slice(0, 80)).slice(0, 5),
+          errors: document.querySelectorAll('mjx-merror').length};
+}"""
+_TOOLTIP = (
+    "() => { const t = document.getElementById('vg-tooltip-element'); "
+    "return !!t && t.classList.contains('visible') && t.textContent.trim().length > 0; }"
+)
+# Points to rest the pointer on, one per mark of a chart (up to 12): the middle of a line's
+# stroke, the centre of any other mark, in viewport coordinates after scrolling the chart into view.
+_MARK_POINTS = """(id) => {
+  const box = document.getElementById(id);
+  box.scrollIntoView({block: 'center'});
+  const points = [];
+  for (const path of box.querySelectorAll('g.role-mark > path')) {
+    let x, y;
+    if (/mark-(line|trail|rule)/.test(path.parentNode.getAttribute('class'))) {
+      const length = path.getTotalLength();
+      if (!length) continue;
+      const p = path.getPointAtLength(length / 2), m = path.getScreenCTM();
+      x = m.a * p.x + m.c * p.y + m.e;
+      y = m.b * p.x + m.d * p.y + m.f;
+    } else {
+      const r = path.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1) continue;
+      x = r.left + r.width / 2;
+      y = r.top + r.height / 2;
+    }
+    if (x >= 0 && y >= 0 && x < innerWidth && y < innerHeight) points.push([x, y]);
+    if (points.length >= 12) break;
+  }
+  return points;
+}"""
+
+
+class PageReport:
+    """Everything a page did while it loaded: requests, refusals, errors, charts, math."""
+
+    def __init__(self, page, is_local):
+        self.requests: list[str] = []
+        self.foreign: list[str] = []
+        self.errors: list[str] = []
+        self.failed: list[str] = []
+        self.is_local = is_local
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        page.on("response", self._response)
+        page.on("requestfailed", self._request_failed)
+        page.route("**/*", self._route)
+
+    def _route(self, route) -> None:
+        if self.is_local(route.request.url):
+            route.continue_()
+        else:
+            self.foreign.append(route.request.url)
+            route.abort("blockedbyclient")
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text} ({message.location.get('url', '')})")
+
+    def _response(self, response) -> None:
+        if response.status >= 400:
+            self.failed.append(f"{response.status} {response.url}")
+
+    def _request_failed(self, request) -> None:
+        if self.is_local(request.url):
+            self.failed.append(f"{request.failure} {request.url}")
+
+    def non_local(self) -> list[str]:
+        return sorted({url for url in self.requests + self.foreign if not self.is_local(url)})
+
+
+def read_page(context, url: str, is_local) -> tuple:
+    context.set_default_timeout(2 * WAIT_MS)
+    page = context.new_page()
+    report = PageReport(page, is_local)
+    page.goto(url, wait_until="load")
+    for script in (_CHARTS_SETTLED, _MATHJAX_STARTED):
+        try:  # on a time-out, the checks below say what is missing
+            page.wait_for_function(script, timeout=WAIT_MS)
+        except Exception as error:  # noqa: BLE001 (playwright's TimeoutError)
+            report.errors.append(f"waiting for the page: {str(error).splitlines()[0]}")
+    page.evaluate(_MATHJAX_DONE)
+    page.wait_for_load_state("networkidle")
+    return page, report
+
+
+def check_page(page, report, name: str) -> None:
+    """The four promises: charts drawn, math typeset, no console error, no foreign request."""
+    charts = page.evaluate(_CHARTS)
+    expected = expected_charts(name)
+    assert sorted(chart["id"] for chart in charts) == sorted(expected), (
+        f"{name}: the page's chart boxes differ from the notebook's chart outputs"
+    )
+    undrawn = [chart for chart in charts if not chart["drawn"]]
+    assert not undrawn, f"{name}: charts with no SVG or canvas: {undrawn}"
+
+    math = page.evaluate(_MATH)
+    if expects_math(name):
+        assert math["total"] > 0, f"{name}: the notebook has $...$ math but the page has none"
+    assert not math["raw"], f"{name}: {len(math['raw'])}+ equations left untypeset: {math['raw']}"
+    assert math["errors"] == 0, f"{name}: MathJax reported {math['errors']} TeX errors"
+
+    assert not report.errors, f"{name}: errors in the browser: {report.errors}"
+    assert not report.failed, f"{name}: requests that failed: {report.failed}"
+    assert not report.non_local(), f"{name}: requests to other hosts: {report.non_local()}"
+
+
+def hover_tooltips(page, name: str) -> None:
+    """Each chart that declares tooltips shows one when the pointer rests on one of its marks."""
+    for chart_id, has_tooltip in expected_charts(name).items():
+        if not has_tooltip:
+            continue
+        shown = False
+        for x, y in page.evaluate(_MARK_POINTS, chart_id):
+            page.mouse.move(x, y, steps=2)
+            try:
+                page.wait_for_function(_TOOLTIP, timeout=1_000)
+                shown = True
+                break
+            except Exception:  # noqa: BLE001 (playwright's TimeoutError): try the next mark
+                continue
+        page.mouse.move(0, 0)
+        assert shown, f"{name}: no tooltip appeared over chart {chart_id}"
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+
+def test_every_chapter_has_a_page_in_reading_order(site):
+    index = (site / "index.html").read_text(encoding="utf-8")
+    for chapter in CHAPTERS:
+        assert (site / f"{chapter.stem}.html").exists(), f"{chapter.stem}.html was not built"
+        assert chapter.title in index, f"the landing page does not name {chapter.title!r}"
+    # The navigation lists the chapters in file-name order, and the landing page names both commands.
+    nav = index[index.index('class="bd-sidebar-primary') :]
+    order = [m for m in re.findall(r'href="(ch[^"#/]+)\.html"', nav)]
+    assert list(dict.fromkeys(order)) == [chapter.stem for chapter in CHAPTERS]
+    text = re.sub(r"<[^>]+>", "", index)  # the code block is split into highlighted spans
+    assert "make book" in text and "make test" in text
+
+
+def test_chapter_pages_offer_their_notebook_and_python_source(site):
+    for chapter in CHAPTERS:
+        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        files = [chapter.notebook] + ([chapter.module] if chapter.module else [])
+        assert chapter.module is not None, f"{chapter.stem} has no annotated/{chapter.stem}.py"
+        for source in files:
+            assert f'href="downloads/{source.name}"' in html, (
+                f"{chapter.stem}: no link to {source.name}"
+            )
+            served = site / "downloads" / source.name
+            assert served.read_bytes() == source.read_bytes(), f"{served} is not {source}"
+
+
+def test_pages_name_no_other_host_to_load_from(site):
+    """A static look at every page and stylesheet: nothing is loaded from an absolute URL."""
+    loads = re.compile(
+        r"""<(?:script|img|iframe|source|audio|video)\b[^>]*\bsrc=["']((?:https?:)?//[^"']+)"""
+        r"""|<link\b[^>]*\bhref=["']((?:https?:)?//[^"']+)"""
+        r"""|@import\s+(?:url\()?["']?((?:https?:)?//[^"')]+)"""
+        r"""|url\(\s*["']?((?:https?:)?//[^"')]+)""",
+        re.I,
+    )
+    found = []
+    for path in [*site.rglob("*.html"), *site.rglob("*.css")]:
+        for match in loads.finditer(path.read_text(encoding="utf-8", errors="replace")):
+            found.append(f"{path.relative_to(site)}: {next(g for g in match.groups() if g)}")
+    assert not found, "pages that load from another host:\n" + "\n".join(found)
+
+
+def served_from(server: str):
+    """Whether a URL is one of the local server's (or an in-page data:, blob: or about: URL)."""
+    host = urlsplit(server).netloc
+
+    def is_local(url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme in {"data", "blob", "about"} or (
+            parts.scheme == "http" and parts.netloc == host
+        )
+
+    return is_local
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders_over_http_with_other_hosts_refused(site, server, browser, name):
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page, report = read_page(context, f"{server}{name}.html", served_from(server))
+        check_page(page, report, name)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        hover_tooltips(page, name)  # after the screenshot: it scrolls the page
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders_from_disk_offline(site, browser, name):
+    """file://, network off: the case of a teacher's folder copied to a laptop."""
+    root = site.resolve().as_uri() + "/"
+
+    def is_local(url: str) -> bool:
+        return urlsplit(url).scheme in {"data", "blob", "about"} or url.startswith(root)
+
+    context = browser.new_context(viewport=DESKTOP, offline=True)
+    try:
+        page, report = read_page(context, f"{root}{name}.html", is_local)
+        check_page(page, report, name)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_fits_a_phone_screen(site, server, browser, name):
+    """At a phone's width the page does not scroll sideways; wide charts scroll inside their box."""
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
+    try:
+        page, report = read_page(context, f"{server}{name}.html", served_from(server))
+        check_page(page, report, name)
+        width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1] + 1, f"{name}: {width[0]}px of page in a {width[1]}px window"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        charts = page.locator(".annotated-chart")
+        if charts.count():  # show how the first chart sits in the narrow column
+            charts.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / f"phone-{name}.png"))
+    finally:
+        context.close()
