@@ -14,7 +14,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab clean
+.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab bench-copy clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -70,8 +70,11 @@ nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)
 
 lint: $(STAMP)  ## ruff on the code, formatting included
-	$(PY) -m ruff check annotated tests tools site notebooks/conftest.py
-	$(PY) -m ruff format --check annotated tests tools site notebooks/conftest.py
+	$(PY) -m ruff check annotated tests tools site benchmarks notebooks/conftest.py
+	$(PY) -m ruff format --check annotated tests tools site benchmarks notebooks/conftest.py
+
+bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%; writes benchmarks/results/copy.json
+	$(PY) benchmarks/bench_copy.py
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -e '.[lab]'

@@ -11,7 +11,7 @@
 #
 # | you want to | do this |
 # |---|---|
-# | read | open the HTML site (`make book` builds it once the site lands; until then, the notebooks render on their own) |
+# | read | open the HTML site: `make book` builds it in `_build/html/`, which works offline, from a laptop or any web server |
 # | run and change the code | `make book` once, then `make lab`, and open a chapter in `notebooks/` |
 # | check everything still works | `make test`: unit tests, and every notebook cell re-executed and compared with its saved output |
 # | reuse the code | `from annotated.ch02_model import make_model`: every chapter is an importable module |
@@ -28,8 +28,8 @@
 # | 0 Preface | §1, §2, §4, Table 1 | why attention instead of recurrence, measured |
 # | 1 Attention | §3.2 | scaled dot-product attention, masks, multi-head attention |
 # | 2 Model | §3.1, §3.3–3.5, Table 3 | the full encoder-decoder, `make_model`, parameter counts |
-# | 3 Training *(in preparation)* | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
-# | 4 Copy task *(in preparation)* | — | a first model trained end to end, and greedy decoding |
+# | 3 Training | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
+# | 4 Copy task | — | a first model trained end to end, and greedy decoding |
 # | 5 Multi30k *(in preparation)* | §6.1 | German→English on a CPU: data, vocabularies, beam search, BLEU |
 # | 6 WMT 2014 *(in preparation)* | §5.1, §6.1, Tables 2–3 | the paper's recipe: BPE, shared embeddings, checkpoint averaging |
 #

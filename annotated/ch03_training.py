@@ -1,0 +1,752 @@
+# %% [markdown]
+# # Chapter 3 — Training
+#
+# *Paper: section 5 (5.1 batching, 5.3 the optimizer and its schedule, 5.4 regularization:
+# dropout and label smoothing).*
+#
+# Chapter 2 left us with a model that produces arbitrary predictions. This chapter builds
+# everything needed to teach it, in the order a training step uses it:
+#
+# 1. a `Batch`: source and target token ids, the target shifted for *teacher forcing*, the
+#    masks, and how many tokens the loss counts;
+# 2. the optimizer, Adam, and the paper's learning-rate schedule (equation 3);
+# 3. the loss, with label smoothing ($\epsilon_{ls} = 0.1$);
+# 4. the loop: gradient accumulation, mixed precision, checkpoints that survive a killed
+#    process, and a guard against NaN losses.
+#
+# Section 5.4's other regularizer, dropout, is already in the model of chapter 2; we look at
+# where it sits. Chapter 4 then uses all of this to train a first model.
+
+# %%
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from annotated.ch01_attention import padding_mask, subsequent_mask
+from annotated.ch02_model import EncoderDecoder, ModelConfig
+from annotated.figures import rounded
+
+# %% tags=["active-ipynb"]
+# from annotated.ch02_model import make_model
+# from annotated.figures import use_book_charts
+#
+# use_book_charts()
+# _ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## 1. Batches and teacher forcing
+#
+# A translation model learns from pairs: a source sentence and its target sentence, both as
+# token ids. Every target begins with a start symbol `<s>` and ends with an end symbol `</s>`;
+# sentences shorter than the longest in the batch are filled with a pad symbol. Which ids these
+# symbols have is decided by the vocabulary, never by the training code: here they live in one
+# small object, `SpecialTokens`, that vocabularies provide.
+#
+# The decoder is trained with **teacher forcing**: at every position it is shown the *true*
+# previous tokens, not its own guesses, and asked for the next one. So one target sentence gives
+# two aligned sequences:
+#
+# | | `<s>` | a | dog | runs | `</s>` |
+# |---|---|---|---|---|---|
+# | decoder input (`tgt_in`) | `<s>` | a | dog | runs | |
+# | what it must predict (`tgt_out`) | a | dog | runs | `</s>` | |
+#
+# `tgt_in` is the target without its last token, `tgt_out` the target without its first: the
+# output is shifted one position to the right of the input, as section 3.1 puts it. Thanks to
+# the subsequent mask of chapter 1, all positions are trained at once, yet each sees only its past.
+#
+# The loss is averaged over *tokens*, not sentences, and pads are not tokens: `n_tokens` counts
+# the non-pad entries of `tgt_out`.
+
+
+# %%
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Ids of the padding, start and end symbols; vocabularies provide one of these."""
+
+    pad: int
+    bos: int
+    eos: int
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of sentence pairs, ready for the model and the loss."""
+
+    src: Tensor  # (batch, src_len) source ids, padded
+    tgt_in: Tensor  # (batch, tgt_len) decoder input: <s> y1 ... y_{n-1}
+    tgt_out: Tensor  # (batch, tgt_len) what to predict: y1 ... y_n </s>
+    src_mask: Tensor  # (batch, 1, src_len) True at real source tokens
+    tgt_mask: Tensor  # (batch, tgt_len, tgt_len) no pads, no future
+    n_tokens: int  # non-pad tokens in tgt_out: the loss is averaged over these
+    pad: int
+
+    @classmethod
+    def build(cls, src: Tensor, tgt: Tensor, pad: int) -> Batch:
+        """From padded ids: src (batch, src_len) and tgt (batch, tgt_len + 1) starting with <s>."""
+        if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
+            raise ValueError(
+                f"src and tgt must be (batch, len) with the same batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
+            )
+        if tgt.size(1) < 2:
+            raise ValueError("tgt needs at least <s> and one more token per sentence")
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        return cls(
+            src=src,
+            tgt_in=tgt_in,
+            tgt_out=tgt_out,
+            src_mask=padding_mask(src, pad),
+            tgt_mask=padding_mask(tgt_in, pad) & subsequent_mask(tgt_in.size(1)).to(src.device),
+            n_tokens=int((tgt_out != pad).sum()),
+            pad=pad,
+        )
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on another device."""
+        tensors = {
+            f.name: getattr(self, f.name).to(device)
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), Tensor)
+        }
+        return dataclasses.replace(self, **tensors)
+
+
+def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
+    """A list of id lists -> (len(sequences), longest) tensor, padded on the right."""
+    longest = max(len(s) for s in sequences)
+    out = torch.full((len(sequences), longest), pad, dtype=torch.long)
+    for i, sequence in enumerate(sequences):
+        out[i, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
+    return out
+
+
+# %% [markdown]
+# Two pairs of different lengths, with pad = 0, `<s>` = 1 and `</s>` = 2:
+
+# %% tags=["active-ipynb"]
+# specials = SpecialTokens(pad=0, bos=1, eos=2)
+# src = pad_sequences([[5, 6, 7, 2], [8, 9, 2]], specials.pad)
+# tgt = pad_sequences([[1, 15, 16, 17, 2], [1, 18, 2]], specials.pad)
+# example = Batch.build(src, tgt, specials.pad)
+# print("tgt_in  ", example.tgt_in.tolist())
+# print("tgt_out ", example.tgt_out.tolist())
+# print("n_tokens", example.n_tokens, " (4 + 2: pads are not counted)")
+# print("tgt_mask of the second sentence:")
+# print(example.tgt_mask[1].int())
+
+# %% [markdown]
+# ## 2. The optimizer and the learning-rate schedule (section 5.3)
+#
+# The paper trains with Adam using $\beta_1 = 0.9$, $\beta_2 = 0.98$ and $\epsilon = 10^{-9}$
+# ($\beta_2$ sets how many steps Adam averages the squared gradients over, about
+# $1/(1-\beta_2)$: 1000 with the common 0.999, 50 with 0.98, so the estimate keeps up with the
+# fast-changing gradients of early training). The learning rate is not constant but follows
+# equation 3:
+#
+# $$lrate = d_\text{model}^{-0.5} \cdot \min\!\left(step\_num^{-0.5},\;
+#   step\_num \cdot warmup\_steps^{-1.5}\right)$$
+#
+# For the first $warmup\_steps = 4000$ steps the second term is the smaller one, so the rate
+# grows linearly from almost 0; afterwards the first term takes over and the rate decays as
+# $1/\sqrt{step}$. The two terms are equal at $step = warmup$, which is therefore the peak,
+# $d_\text{model}^{-0.5}\, warmup^{-0.5}$ (0.0007 for the base model). The factor
+# $d_\text{model}^{-0.5}$ makes wider models take smaller steps.
+#
+# Why warm up at all? At the start Adam's estimates of the gradients' scale rest on very few
+# samples, and, as chapter 2 measured, a post-norm Transformer sends large gradients to the
+# layers near its output; large steps then can wreck the model before it has learned anything.
+#
+# In PyTorch a schedule is a `LambdaLR`: it multiplies the optimizer's base rate by a function
+# of the number of optimizer steps taken so far. We give Adam a base rate of 1 and let the
+# function return equation 3. `LambdaLR` counts from 0, the paper from 1, hence the `+ 1`.
+
+
+# %%
+def rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """Equation 3: the learning rate at optimizer step `step` (counted from 1)."""
+    if step < 1:
+        raise ValueError(f"steps are counted from 1, got {step}")
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train; defaults are the paper's (section 5)."""
+
+    max_steps: int = 100_000  # optimizer steps (the base model: 100K, section 5.2)
+    warmup: int = 4000  # warmup_steps of equation 3
+    lr_factor: float = 1.0  # multiplies equation 3 (the paper: 1)
+    beta1: float = 0.9  # Adam (section 5.3)
+    beta2: float = 0.98
+    adam_eps: float = 1e-9
+    eps_ls: float = 0.1  # label smoothing (section 5.4)
+    accumulate: int = 1  # micro-batches whose gradients make one optimizer step
+    precision: str = "auto"  # "bf16", "fp32", or "auto": bf16 where the hardware has it
+    checkpoint_every: int = 1000  # optimizer steps between checkpoints (0: only at the end)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "warmup", "accumulate"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"TrainConfig.{name} must be at least 1, got {getattr(self, name)}"
+                )
+        if not 0.0 <= self.eps_ls < 1.0:
+            raise ValueError(f"TrainConfig.eps_ls must be in [0, 1), got {self.eps_ls}")
+        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
+            raise ValueError(f"Adam's betas must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if self.lr_factor <= 0 or self.adam_eps <= 0:
+            raise ValueError("lr_factor and adam_eps must be positive")
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise ValueError(f"precision must be 'auto', 'bf16' or 'fp32', got {self.precision!r}")
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every must be 0 (only at the end) or positive")
+
+
+def make_optimizer(
+    model: nn.Module, config: TrainConfig
+) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+    """Adam with the paper's betas and epsilon, scheduled by equation 3."""
+    d_model = model.config.d_model
+    optimizer = torch.optim.Adam(
+        model.parameters(), lr=1.0, betas=(config.beta1, config.beta2), eps=config.adam_eps
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda taken: rate(taken + 1, d_model, config.warmup, config.lr_factor)
+    )
+    return optimizer, scheduler
+
+
+def schedule_chart(pairs: Sequence[tuple[int, int]], steps: int = 20_000) -> alt.Chart:
+    """Equation 3 over training, for several (d_model, warmup) pairs."""
+    frame = pd.DataFrame(
+        [
+            {
+                "step": step,
+                "lrate": rate(step, d_model, warmup),
+                "setting": f"d_model={d_model}, warmup={warmup}",
+            }
+            for d_model, warmup in pairs
+            for step in range(1, steps + 1, 100)
+        ]
+    )
+    return (
+        alt.Chart(rounded(frame, 8))
+        .mark_line()
+        .encode(
+            x=alt.X(
+                "step:Q",
+                title="optimizer step",
+                axis=alt.Axis(values=list(range(0, steps + 1, 4000))),
+            ),
+            y=alt.Y("lrate:Q", title="learning rate", axis=alt.Axis(format=".1e")),
+            color=alt.Color("setting:N", title="setting"),
+            tooltip=["setting", "step", alt.Tooltip("lrate:Q", format=".2e")],
+        )
+        .properties(
+            width=460, height=240, title="Equation 3: linear warmup, then decay as 1/sqrt(step)"
+        )
+    )
+
+
+# %% tags=["active-ipynb"]
+# schedule_chart([(512, 4000), (512, 8000), (256, 4000), (1024, 4000)])
+
+# %% [markdown]
+# The `LambdaLR` reproduces equation 3 exactly; here it is stepped through the base model's
+# warmup:
+
+# %% tags=["active-ipynb"]
+# base = nn.Linear(1, 1)
+# base.config = ModelConfig(10, 10)  # only d_model = 512 is read
+# optimizer, scheduler = make_optimizer(base, TrainConfig())
+# seen = {}
+# for step in range(1, 8001):
+#     seen[step] = optimizer.param_groups[0]["lr"]  # the rate this step will use
+#     optimizer.step()
+#     scheduler.step()
+# pd.DataFrame(
+#     {
+#         "step": [1, 1000, 4000, 8000],
+#         "LambdaLR": [f"{seen[s]:.3e}" for s in (1, 1000, 4000, 8000)],
+#         "equation 3": [f"{rate(s, 512, 4000):.3e}" for s in (1, 1000, 4000, 8000)],
+#     }
+# )
+
+# %% [markdown]
+# ## 3. Label smoothing (section 5.4)
+#
+# The usual loss for predicting the next token is cross-entropy against a *one-hot* target: all
+# probability on the right token. Minimizing it pushes the model to put ever more probability
+# there, without limit; the logits grow and the model becomes over-confident. The paper instead
+# trains against a *smoothed* target: the right token gets $1 - \epsilon_{ls}$ and the remaining
+# $\epsilon_{ls} = 0.1$ is spread over the other tokens. The paper notes the trade: perplexity
+# gets worse (the model is deliberately less sure), while accuracy and BLEU improve.
+#
+# Two details the paper leaves open, and our choices:
+#
+# * **How $\epsilon_{ls}$ is spread.** We spread it evenly over the tokens that are *neither*
+#   the right one *nor* the pad symbol: a vocabulary of $V$ tokens gives each
+#   $\epsilon_{ls} / (V - 2)$. Pad gets exactly 0, since the model must never predict it. (PyTorch's
+#   `F.cross_entropy(label_smoothing=ε)` spreads $\epsilon/V$ over *all* $V$ tokens, the right one
+#   and pad included; section 3 below compares the two.)
+# * **Which loss.** We minimize the Kullback-Leibler divergence $KL(q \,\|\, p) = \sum_c q_c
+#   (\log q_c - \log p_c)$ from the smoothed target $q$ to the model's distribution $p$. It differs
+#   from cross-entropy $-\sum_c q_c \log p_c$ only by the entropy of $q$, a constant, so the
+#   gradients are the same; KL has the advantage that a perfect model scores exactly 0.
+#
+# Positions whose target is pad contribute nothing. Classes with $q_c = 0$ contribute exactly 0
+# even if the model gives them probability 0 ($0 \cdot \log 0$ is taken as 0, which
+# `torch.xlogy` does; computing $0 \cdot (-\infty)$ naively gives NaN, a bug the original
+# Annotated Transformer had).
+
+
+# %%
+def smoothed_targets(target: Tensor, vocab: int, pad: int, eps_ls: float) -> Tensor:
+    """(n,) ids -> (n, vocab) distributions: 1 - eps on the target, eps spread over the rest but pad."""
+    if vocab < 3:
+        raise ValueError("label smoothing needs at least the target, the pad and one other token")
+    q = torch.full((target.size(0), vocab), eps_ls / (vocab - 2), device=target.device)
+    q.scatter_(1, target.unsqueeze(1), 1.0 - eps_ls)
+    q[:, pad] = 0.0
+    q[target == pad] = 0.0  # pad positions are not predicted at all
+    return q
+
+
+def label_smoothing_loss(logits: Tensor, target: Tensor, pad: int, eps_ls: float) -> Tensor:
+    """Sum over non-pad positions of KL(smoothed target || softmax(logits))."""
+    logits = logits.reshape(-1, logits.size(-1)).float()  # (n, vocab); the loss always in fp32
+    target = target.reshape(-1)  # (n,)
+    log_p = logits.log_softmax(dim=-1)
+    q = smoothed_targets(target, logits.size(-1), pad, eps_ls)
+    # KL = sum q log q - sum q log p, with 0 log 0 = 0 and 0 * log p = 0 even where p = 0.
+    return torch.xlogy(q, q).sum() - torch.where(q > 0, q * log_p, 0.0).sum()
+
+
+# %% [markdown]
+# The smoothed targets for four positions of a 10-token vocabulary with pad = 0 (the last
+# position is padding, so it has no target at all):
+
+
+# %%
+def smoothing_chart(target: Tensor, vocab: int, pad: int, eps_ls: float) -> alt.Chart:
+    """Heatmap of the smoothed target distribution: one row per position, one column per token."""
+    q = smoothed_targets(target, vocab, pad, eps_ls)
+    frame = pd.DataFrame(
+        [
+            {"position": f"{i}: target {int(t)}", "token": c, "probability": q[i, c].item()}
+            for i, t in enumerate(target)
+            for c in range(vocab)
+        ]
+    )
+    return (
+        alt.Chart(rounded(frame, 4))
+        .mark_rect(stroke="white")
+        .encode(
+            x=alt.X("token:O", title="token id (0 = pad)"),
+            y=alt.Y("position:N", title="position and its target"),
+            color=alt.Color("probability:Q", scale=alt.Scale(scheme="blues"), title="q"),
+            tooltip=["position", "token", "probability"],
+        )
+        .properties(width=360, height=150, title=f"Smoothed targets, eps_ls = {eps_ls}")
+    )
+
+
+# %% tags=["active-ipynb"]
+# smoothing_chart(torch.tensor([2, 5, 9, 0]), vocab=10, pad=0, eps_ls=0.1)
+
+# %% [markdown]
+# Each row has 0.9 on its target, $0.1/8 = 0.0125$ on the other eight tokens, and nothing on pad.
+#
+# What does smoothing do to the model's incentives? Suppose the model puts probability $p$ on the
+# right token and spreads the rest evenly. Plain cross-entropy ($\epsilon_{ls} = 0$) keeps
+# falling as $p \to 1$: more confidence is always rewarded. The smoothed loss has its minimum at
+# $p = 1 - \epsilon_{ls} = 0.9$ and rises again beyond it: over-confidence is penalized.
+
+
+# %%
+def confidence_curve(
+    eps_values: Sequence[float] = (0.0, 0.1, 0.2), vocab: int = 10, pad: int = 0
+) -> pd.DataFrame:
+    """Loss against the probability the model gives the right token (the rest spread evenly)."""
+    rows = []
+    for eps_ls in eps_values:
+        for p in [i / 200 for i in range(4, 200)] + [0.999, 0.9999]:
+            probs = torch.full((1, vocab), (1 - p) / (vocab - 2))
+            probs[0, pad], probs[0, 1] = 0.0, p
+            logits = probs.log()  # -inf at pad: probability exactly 0 there
+            loss = label_smoothing_loss(logits, torch.tensor([1]), pad, eps_ls).item()
+            loss = max(loss, 0.0)  # a KL divergence is never negative; -1e-8 would be rounding
+            rows.append({"p(right token)": p, "loss": loss, "eps_ls": f"eps_ls = {eps_ls}"})
+    return pd.DataFrame(rows)
+
+
+def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
+    return (
+        alt.Chart(rounded(frame, 5))
+        .mark_line()
+        .encode(
+            x=alt.X("p(right token):Q", title="probability the model gives the right token"),
+            y=alt.Y(
+                "loss:Q", title="loss (KL divergence)", scale=alt.Scale(domain=[0, 2.5], clamp=True)
+            ),
+            color=alt.Color("eps_ls:N", title="smoothing"),
+            tooltip=["eps_ls", "p(right token)", "loss"],
+        )
+        .properties(width=420, height=220, title="Label smoothing penalizes over-confidence")
+    )
+
+
+# %% tags=["active-ipynb"]
+# curve = confidence_curve()
+# confidence_chart(curve)
+
+# %% tags=["active-ipynb"]
+# best = curve.loc[curve.groupby("eps_ls")["loss"].idxmin()]
+# best.round(4)
+
+# %% [markdown]
+# ### Our loss against PyTorch's
+#
+# `F.cross_entropy(logits, target, label_smoothing=ε)` targets $q^{pt} = (1-\epsilon)\,
+# \text{one-hot} + \epsilon / V$: every token, the right one and pad included, gets $\epsilon/V$.
+# Ours gives the right token exactly $1 - \epsilon$ and pad 0. Cross-entropy is KL plus the entropy
+# of the target, so the two are related exactly when the targets are the same: computing our
+# KL against $q^{pt}$ and adding its entropy reproduces PyTorch's number; with our own
+# targets, the numbers differ by a small amount, because the targets differ. The tests check both.
+
+# %% tags=["active-ipynb"]
+# import torch.nn.functional as F
+#
+# logits = torch.randn(6, 10)
+# target = torch.tensor([3, 4, 5, 6, 7, 0])
+# real = target != 0
+# eps = 0.1
+# q_pt = (1 - eps) * F.one_hot(target[real], 10) + eps / 10
+# kl_pt = (torch.xlogy(q_pt, q_pt) - q_pt * logits[real].log_softmax(-1)).sum()
+# entropy_pt = -torch.xlogy(q_pt, q_pt).sum()
+# theirs = F.cross_entropy(logits, target, ignore_index=0, label_smoothing=eps, reduction="sum")
+# ours = label_smoothing_loss(logits, target, pad=0, eps_ls=eps)
+# q_ours = smoothed_targets(target, 10, 0, eps)
+# print(f"PyTorch cross-entropy, label_smoothing=0.1:     {theirs.item():.5f}")
+# print(f"KL to PyTorch's target + its entropy:           {(kl_pt + entropy_pt).item():.5f}")
+# print(f"our KL + entropy of our target (cross-entropy): {(ours - torch.xlogy(q_ours, q_ours).sum()).item():.5f}")
+
+# %% [markdown]
+# ## 4. Dropout (section 5.4)
+#
+# The paper's second regularizer is dropout with $P_{drop} = 0.1$ for the base model, in two
+# places: on the output of every sub-layer, before it is added to the residual stream, and on the
+# sum of the embeddings and positional encodings at the bottom of both stacks. Chapter 2 put it
+# there; this lists every dropout module of a model, so you can see nothing is missing and
+# nothing is extra: 2 per encoder layer, 3 per decoder layer, 2 at the embeddings.
+
+# %% tags=["active-ipynb"]
+# model = make_model(ModelConfig(100, 100, N=2))
+# sites = [name for name, module in model.named_modules() if isinstance(module, nn.Dropout)]
+# pd.DataFrame({"dropout module": sites, "p": [model.get_submodule(n).p for n in sites]})
+
+# %% [markdown]
+# ## 5. The training loop
+#
+# One function, `train`, runs every training in this book, from the copy task to WMT. What it
+# does at each optimizer step:
+#
+# * **Gradient accumulation.** The paper's batches hold about 25000 target tokens; on a laptop
+#   that does not fit in memory at once. So a step may consist of several *micro-batches*: each
+#   is run forward and backward, the gradients add up, and only then does the optimizer step.
+#   Each micro-batch's loss is divided by the token count of the *whole step*, so the update is
+#   exactly the one a single big batch would give. The scheduler steps together with the
+#   optimizer, once per step, never per micro-batch.
+# * **Mixed precision.** Under `torch.autocast` with bfloat16 the matrix products run in 16-bit
+#   floats, which CPUs with AMX or AVX-512-BF16 (and recent GPUs) compute several times faster;
+#   weights, optimizer state and the loss stay in float32. bfloat16 has float32's exponent range,
+#   so unlike float16 it needs no loss scaling. `precision="fp32"` switches it off.
+# * **Data by step number.** The loop asks a `batches(step)` function for the micro-batches of
+#   each step. Because the data of step $s$ depends only on $s$, a run resumed from a checkpoint
+#   sees exactly the data it would have seen.
+# * **Checkpoints.** Every `checkpoint_every` steps it saves the model, the optimizer's moments,
+#   the scheduler, every random-number generator's state, the configurations and the history,
+#   to a temporary file that is then renamed over the old checkpoint. A rename is atomic, so a
+#   process killed at any instant leaves either the old checkpoint or the new one, never half of
+#   one. Started again with the same path, `train` resumes, and ends with the very same weights
+#   as a run that was never interrupted (the tests kill a run with SIGKILL to check).
+# * **A guard.** If the loss becomes NaN or infinite, training stops at once with the step and
+#   micro-batch, rather than silently corrupting the weights.
+#
+# It returns the history, one row per optimizer step, as a pandas DataFrame. An optional
+# `on_step` function sees each row as it is made, and can stop training early by returning True
+# (chapter 4 uses it to stop once the model is perfect).
+
+# %%
+BatchSource = Callable[[int], Sequence[Batch]]  # optimizer step (from 0) -> its micro-batches
+
+
+def use_bf16(precision: str, device: torch.device) -> bool:
+    """Whether to run under bfloat16 autocast for this precision setting and device."""
+    if precision != "auto":
+        return precision == "bf16"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        probe = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+        return bool(probe())
+    return False
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast, or nothing, as `precision` and the hardware say."""
+    if use_bf16(precision, device):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def evaluate(
+    model: EncoderDecoder, batches: Sequence[Batch], eps_ls: float = 0.0, precision: str = "auto"
+) -> float:
+    """Loss per target token over `batches`, without dropout or gradients."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    try:
+        with torch.no_grad():
+            for batch in batches:
+                batch = batch.to(device)
+                with autocast(precision, device):
+                    logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+                total += label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls).item()
+                tokens += batch.n_tokens
+    finally:
+        model.train(was_training)
+    return total / max(tokens, 1)
+
+
+# %% [markdown]
+# Checkpoints are plain `torch.save` files. Each carries both configurations; loading one into a
+# model or a run with a different configuration is refused with a message naming the fields
+# that differ, instead of failing later with a shape error or, worse, training on silently.
+
+# %%
+CHECKPOINT_VERSION = 1
+
+
+def _rng_states() -> dict:
+    return {"torch": torch.get_rng_state(), "python": random.getstate()}
+
+
+def _restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    random.setstate(states["python"])
+
+
+def save_checkpoint(path: str | Path, **contents) -> None:
+    """torch.save to a temporary file beside `path`, flushed to disk, then renamed over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # delete=False: the file must outlive the handle, to be renamed into place.
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            torch.save({"version": CHECKPOINT_VERSION, **contents}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def _config_differences(saved: dict, current: dict) -> list[str]:
+    return [
+        f"{key}: checkpoint {saved.get(key)!r}, now {current.get(key)!r}"
+        for key in sorted(set(saved) | set(current))
+        if saved.get(key) != current.get(key)
+    ]
+
+
+def load_checkpoint(
+    path: str | Path, model_config: ModelConfig, train_config: TrainConfig | None = None
+) -> dict:
+    """Read a checkpoint, refusing one written for another model or training configuration."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}: train first, or give the right path")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(
+            f"{path} is not a checkpoint of this book (version {state.get('version')!r})"
+        )
+    differences = _config_differences(state["model_config"], dataclasses.asdict(model_config))
+    if train_config is not None:
+        # How long to train and how often to save do not change the steps already taken, so a
+        # finished run can be extended; everything else must match.
+        free = {"max_steps", "checkpoint_every"}
+        saved = {k: v for k, v in state["train_config"].items() if k not in free}
+        current = {k: v for k, v in dataclasses.asdict(train_config).items() if k not in free}
+        differences += _config_differences(saved, current)
+    if differences:
+        raise ValueError(
+            f"{path} was written by a run with another configuration ("
+            + "; ".join(differences)
+            + "). Use the same configuration, another checkpoint path, or delete the file to start over."
+        )
+    return state
+
+
+# %% [markdown]
+# And the loop itself.
+
+
+# %%
+def train(
+    model: EncoderDecoder,
+    batches: BatchSource,
+    config: TrainConfig,
+    checkpoint: str | Path | None = None,
+    progress: bool = True,
+    on_step: Callable[[dict], bool | None] | None = None,
+) -> pd.DataFrame:
+    """Train for config.max_steps optimizer steps (resuming from `checkpoint` if it exists).
+
+    `on_step` is called with each step's history row; if it returns True, training stops there.
+    """
+    device = next(model.parameters()).device
+    optimizer, scheduler = make_optimizer(model, config)
+    history: list[dict] = []
+    start = 0
+    if checkpoint is not None and Path(checkpoint).exists():
+        state = load_checkpoint(checkpoint, model.config, config)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        _restore_rng_states(state["rng"])
+        start, history = state["step"], state["history"]
+    else:
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+
+    def save(step: int) -> None:
+        save_checkpoint(
+            checkpoint,
+            model=model.state_dict(),
+            optimizer=optimizer.state_dict(),
+            scheduler=scheduler.state_dict(),
+            rng=_rng_states(),
+            step=step,
+            history=history,
+            model_config=dataclasses.asdict(model.config),
+            train_config=dataclasses.asdict(config),
+        )
+
+    model.train()
+    bar = tqdm(
+        range(start, config.max_steps),
+        initial=start,
+        total=config.max_steps,
+        disable=not progress,
+        file=sys.stderr,
+        unit="step",
+        mininterval=5.0,  # a calm bar: notebooks keep every update in their output
+    )
+    for step in bar:
+        started = time.perf_counter()
+        micro_batches = [batch.to(device) for batch in batches(step)]
+        if len(micro_batches) != config.accumulate:
+            raise ValueError(
+                f"step {step + 1}: got {len(micro_batches)} micro-batches, TrainConfig.accumulate is {config.accumulate}"
+            )
+        tokens = sum(batch.n_tokens for batch in micro_batches)
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for index, batch in enumerate(micro_batches):
+            with autocast(config.precision, device):
+                logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+            loss = label_smoothing_loss(logits, batch.tgt_out, batch.pad, config.eps_ls)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"the loss is {loss.item()} at optimizer step {step + 1}, micro-batch {index} "
+                    f"(learning rate {lr:.3g}): training stopped. Lower lr_factor, raise warmup, or "
+                    "try precision='fp32'; the last checkpoint is intact."
+                )
+            (loss / tokens).backward()  # per-token mean over the whole step
+            total += loss.item()
+        optimizer.step()
+        scheduler.step()
+        row = {
+            "step": step + 1,
+            "loss": total / tokens,
+            "lr": lr,
+            "tokens": tokens,
+            "seconds": time.perf_counter() - started,
+        }
+        history.append(row)
+        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", refresh=False)
+        stop = bool(on_step(row)) if on_step is not None else False
+        done = step + 1
+        if checkpoint is not None and (
+            stop
+            or done == config.max_steps
+            or (config.checkpoint_every and done % config.checkpoint_every == 0)
+        ):
+            save(done)
+        if stop:
+            break
+    bar.close()
+    return pd.DataFrame(history, columns=["step", "loss", "lr", "tokens", "seconds"])
+
+
+# %% [markdown]
+# A first look, on nonsense data: a tiny model, random source and target sentences, 30 steps,
+# two micro-batches per step. The loss falls only from "knows nothing" towards "knows the
+# token frequencies", since there is nothing else to learn; chapter 4 gives it a real task.
+
+# %% tags=["active-ipynb"]
+# def random_pairs(step: int) -> list[Batch]:
+#     generator = torch.Generator().manual_seed(step)
+#     pairs = []
+#     for _ in range(2):  # two micro-batches per optimizer step
+#         src = torch.randint(3, 20, (8, 7), generator=generator)
+#         tgt = torch.cat([torch.full((8, 1), specials.bos), torch.randint(3, 20, (8, 6), generator=generator)], 1)
+#         pairs.append(Batch.build(src, tgt, specials.pad))
+#     return pairs
+#
+#
+# toy = make_model(ModelConfig(20, 20, N=1, d_model=32, d_ff=64, h=2))
+# toy_history = train(toy, random_pairs, TrainConfig(max_steps=30, warmup=10, accumulate=2), progress=False)
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# # (the loss depends on the hardware's arithmetic: bfloat16 where the CPU has it)
+# print(f"loss per token: step 1 {toy_history.loss.iloc[0]:.2f}, step 30 {toy_history.loss.iloc[-1]:.2f}")
+
+# %% tags=["active-ipynb"]
+# import math
+#
+# print("steps:", len(toy_history), " columns:", list(toy_history.columns))
+# print("learning rates follow equation 3:", all(
+#     math.isclose(lr, rate(s, 32, 10)) for s, lr in zip(toy_history.step, toy_history.lr, strict=True)
+# ))
+
+# %% [markdown]
+# **What we have:** `Batch`, `rate` and `make_optimizer`, `label_smoothing_loss`, and `train`
+# with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
+# its input, and decodes its first outputs.
