@@ -1,0 +1,381 @@
+"""Data sets for the book: checked files from a local mirror, the download cache, or the web.
+
+Each file a chapter needs is looked for in three places, in this order:
+
+1. **A local mirror**: a folder given as `mirror=` or, when that is not given, by the environment
+   variable `ANNOTATED_DATA_DIR`. The folder may hold the files itself, or a subfolder named after
+   the data set (`multi30k/`) that holds them, so CI can point the variable at its shared data
+   folder and a user straight at a folder of Multi30k files. Files found there are checked and
+   read where they are; nothing is copied.
+2. **The download cache**: `<cache_dir>/<data set>/`, by default the repository's `data/` folder,
+   which git ignores.
+3. **The file's public URL**, downloaded into the cache: the bytes go to a temporary file beside
+   the final one, are checked, and only then renamed into place, so an interrupted or failed
+   download never leaves a partial file under the real name.
+
+Every file is checked against its sha256 before use. Files whose checksum is published (the
+book carries it as a constant) are checked against that. For files with no published checksum,
+the check is *trust on first use*: the digest of the first copy seen (downloaded or found in the
+mirror) is recorded in `<cache_dir>/<data set>/SHA256SUMS.local`, and every later use is checked
+against that record.
+
+A data set is described by a table of `RemoteFile`s (name, URL, checksum) and fetched with
+`verified_files`; Multi30k below is such a table plus a reader. Importing this module reads,
+writes, downloads and prints nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
+DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
+LOCAL_SUMS_NAME = "SHA256SUMS.local"
+_CHUNK = 1 << 16
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class DataUnavailableError(FileNotFoundError):
+    """Some data files are in no mirror, not in the cache, and could not be downloaded."""
+
+
+class ChecksumMismatchError(ValueError):
+    """A data file's bytes are not the ones expected: its sha256 differs."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a data set: its name, its public URL and its sha256 (None: trust on first use)."""
+
+    name: str
+    url: str
+    sha256: str | None = None
+
+
+def default_cache_dir() -> Path:
+    """The repository's data/ folder (git-ignored), or ~/.cache/annotated outside a checkout."""
+    if (_REPO_ROOT / "pyproject.toml").is_file():
+        return _REPO_ROOT / "data"
+    return Path.home() / ".cache" / "annotated"
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, as 64 lowercase hex digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _open_url(url: str) -> BinaryIO:
+    # The one place that touches the network; tests replace it.
+    request = urllib.request.Request(url, headers={"User-Agent": "annotated-transformer-book"})
+    return urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT)
+
+
+# --- Where the files may be ----------------------------------------------------------------------
+
+
+def _mirror_folder(mirror: str | os.PathLike[str] | None) -> tuple[Path | None, str]:
+    """The mirror folder to search, and how it was given (for messages)."""
+    if mirror is not None:
+        folder, given_by = Path(mirror), "the mirror= argument"
+    elif os.environ.get(DATA_DIR_ENV):
+        folder, given_by = Path(os.environ[DATA_DIR_ENV]), f"the {DATA_DIR_ENV} variable"
+    else:
+        return None, ""
+    if not folder.is_dir():
+        # A mirror that does not exist is a typo, not a reason to go to the network.
+        raise DataUnavailableError(
+            f"the data mirror {folder} (from {given_by}) is not a folder: fix the path, or "
+            f"drop it ({'remove the argument' if mirror is not None else f'unset {DATA_DIR_ENV}'}) "
+            "to use the download cache"
+        )
+    return folder, given_by
+
+
+def _in_mirror(folder: Path, name: str, dataset: str) -> Path | None:
+    # The mirror may be a parent holding <dataset>/, or the data set's folder itself.
+    for candidate in (folder / dataset / name, folder / name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+# --- Trust on first use --------------------------------------------------------------------------
+
+
+def _read_local_sums(path: Path) -> dict[str, str]:
+    """name -> sha256 from a sidecar in `sha256sum` format; empty when there is none."""
+    if not path.is_file():
+        return {}
+    sums = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if digest and name:
+            sums[name] = digest.lower()
+    return sums
+
+
+def _record_local_sum(path: Path, name: str, digest: str) -> None:
+    """Add one file's digest to the sidecar, rewriting it atomically."""
+    sums = _read_local_sums(path) | {name: digest}
+    text = "".join(f"{sums[n]}  {n}\n" for n in sorted(sums))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (renamed into place, so not deleted)
+        "w", encoding="utf-8", dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False
+    )
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+# --- Checking and downloading --------------------------------------------------------------------
+
+
+def _check(path: Path, expected: str | None, origin: str, advice: str) -> str:
+    """The file's sha256, after making sure it is `expected` (when there is one)."""
+    actual = sha256_of(path)
+    if expected is not None and actual != expected:
+        raise ChecksumMismatchError(
+            f"{path.name} at {path} has the wrong sha256:\n"
+            f"  expected {expected} ({origin})\n  actual   {actual}\n{advice}"
+        )
+    return actual
+
+
+def _download(file: RemoteFile, target: Path, expected: str | None, origin: str) -> str:
+    """Download `file` to `target` atomically and return its sha256 (OSError: download failed)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (renamed into place, so not deleted)
+        dir=target.parent, prefix=target.name + ".", suffix=".part", delete=False
+    )
+    try:
+        digest, size = hashlib.sha256(), 0
+        with handle, _open_url(file.url) as response:
+            while chunk := response.read(_CHUNK):
+                handle.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+            # A connection cut short can end without an error; the announced length catches it.
+            announced = getattr(response, "headers", {}).get("Content-Length")
+            if announced is not None and int(announced) != size:
+                raise OSError(f"got {size} bytes of the {announced} announced")
+        actual = digest.hexdigest()
+        if expected is not None and actual != expected:
+            raise ChecksumMismatchError(
+                f"{file.name} downloaded from {file.url} has the wrong sha256:\n"
+                f"  expected {expected} ({origin})\n  actual   {actual}\n"
+                "The download was discarded. Try again later; if it keeps happening the file "
+                "upstream has changed: get a copy with the expected checksum and give its folder "
+                f"as mirror= or {DATA_DIR_ENV}."
+            )
+        os.replace(handle.name, target)
+        return actual
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def _local_copy(
+    file: RemoteFile,
+    expected: str | None,
+    origin: str,
+    mirror: Path | None,
+    mirror_given_by: str,
+    cache_folder: Path,
+) -> Path | None:
+    """The checked copy of `file` in the mirror, else in the cache; None when neither has it."""
+    sums_path = cache_folder / LOCAL_SUMS_NAME
+    untrusted = (
+        f"If the file upstream really changed, delete its line in {sums_path} to accept it."
+        if file.sha256 is None and expected is not None
+        else ""
+    )
+    path = _in_mirror(mirror, file.name, cache_folder.name) if mirror is not None else None
+    if path is not None:
+        advice = (
+            f"Replace it in the mirror (given by {mirror_given_by}) with the file from "
+            f"{file.url}, or stop using the mirror. {untrusted}"
+        )
+    elif (cache_folder / file.name).is_file():
+        path = cache_folder / file.name
+        advice = f"Delete {path} to download it again. {untrusted}"
+    else:
+        return None
+    actual = _check(path, expected, origin, advice.strip())
+    if expected is None:
+        _record_local_sum(sums_path, file.name, actual)
+    return path
+
+
+def verified_files(
+    dataset: str,
+    files: Sequence[RemoteFile],
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> dict[str, Path]:
+    """File name -> path of a checked copy, from the mirror, the cache or the URL (in that order)."""
+    mirror_folder, mirror_given_by = _mirror_folder(mirror)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_folder = cache / dataset
+    sums_path = cache_folder / LOCAL_SUMS_NAME
+    recorded = _read_local_sums(sums_path)
+
+    found: dict[str, Path] = {}
+    missing: list[tuple[RemoteFile, str]] = []  # (file, why it could not be had)
+    network_down = ""  # after a failed connection, the other downloads would only wait and fail
+    for file in files:
+        expected = file.sha256.lower() if file.sha256 else recorded.get(file.name)
+        origin = "published" if file.sha256 else f"recorded on first use in {sums_path}"
+        path = _local_copy(file, expected, origin, mirror_folder, mirror_given_by, cache_folder)
+        if path is not None:
+            found[file.name] = path
+            continue
+
+        if not download:
+            missing.append((file, "not downloaded: download=False"))
+            continue
+        if network_down:
+            missing.append((file, f"not tried: {network_down}"))
+            continue
+        try:
+            actual = _download(file, cache_folder / file.name, expected, origin)
+        except urllib.error.HTTPError as error:  # the server answered: other files may still work
+            missing.append((file, f"download failed: HTTP {error.code} {error.reason}"))
+            continue
+        except (OSError, http.client.HTTPException) as error:
+            network_down = f"the download of {file.name} failed ({error})"
+            missing.append((file, f"download failed: {error}"))
+            continue
+        if expected is None:
+            _record_local_sum(sums_path, file.name, actual)
+        found[file.name] = cache_folder / file.name
+
+    if missing:
+        raise DataUnavailableError(
+            _unavailable_message(dataset, missing, mirror_folder, cache_folder)
+        )
+    return found
+
+
+def _unavailable_message(
+    dataset: str, missing: list[tuple[RemoteFile, str]], mirror: Path | None, cache_folder: Path
+) -> str:
+    lines = [f"{len(missing)} {dataset} file(s) are not available:"]
+    for file, why in missing:
+        lines.append(f"  {file.name}  from {file.url}\n      ({why})")
+    searched = f"the mirror {mirror} and " if mirror is not None else "no mirror and "
+    lines += [
+        f"Searched {searched}the download cache {cache_folder}.",
+        "To provide the files without a network, put them in a folder (the files themselves, or "
+        f"a {dataset}/ subfolder holding them) and either",
+        "  - pass that folder as the mirror= argument, or",
+        f"  - set the environment variable {DATA_DIR_ENV}=/path/to/that/folder,",
+        f"or copy the files into the download cache {cache_folder}.",
+    ]
+    return "\n".join(lines)
+
+
+# --- Multi30k ------------------------------------------------------------------------------------
+
+# Multi30k task 1 (Elliott et al., 2016): English descriptions of Flickr30k images and their
+# German translations, raw (cased, untokenized), one sentence per line, aligned across languages.
+MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+MULTI30K_SPLITS = (
+    "train",
+    "val",
+    "test_2016_flickr",
+    "test_2017_flickr",
+    "test_2017_mscoco",
+    "test_2018_flickr",
+)
+MULTI30K_LANGUAGES = ("de", "en")  # German source, English target
+# Published checksums of the files the book trains and tests on. The 2017 and 2018 test sets have
+# none here: they are trusted on first use (see the module's docstring).
+MULTI30K_SHA256 = {
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+}
+MULTI30K_PAIRS = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}  # sentence pairs
+
+
+def multi30k_files(split: str) -> dict[str, RemoteFile]:
+    """Language -> the Multi30k file of one split, with its URL and published checksum (if any)."""
+    if split not in MULTI30K_SPLITS:
+        raise ValueError(
+            f"unknown Multi30k split {split!r}; the splits are {', '.join(MULTI30K_SPLITS)}"
+        )
+    names = {language: f"{split}.{language}.gz" for language in MULTI30K_LANGUAGES}
+    return {
+        language: RemoteFile(name, MULTI30K_URL + name, MULTI30K_SHA256.get(name))
+        for language, name in names.items()
+    }
+
+
+def multi30k_paths(
+    split: str,
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> dict[str, Path]:
+    """Language -> path of the checked gzip file of one Multi30k split."""
+    files = multi30k_files(split)
+    paths = verified_files("multi30k", list(files.values()), mirror, cache_dir, download)
+    return {language: paths[file.name] for language, file in files.items()}
+
+
+def _read_lines(path: Path) -> list[str]:
+    """A gzip UTF-8 file's lines, each without its final newline and otherwise untouched."""
+    with gzip.open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text: {error}") from None
+    # split("\n"), not splitlines(): the latter also breaks at characters such as U+2028 or U+0085,
+    # which may occur inside a sentence.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline ending the last line does not start another one
+    return lines
+
+
+def read_multi30k(
+    split: str,
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> list[tuple[str, str]]:
+    """The (German, English) sentence pairs of one Multi30k split, in file order."""
+    paths = multi30k_paths(split, mirror, cache_dir, download)
+    german, english = _read_lines(paths["de"]), _read_lines(paths["en"])
+    if len(german) != len(english):
+        raise ValueError(
+            f"the Multi30k {split} files are not aligned: {paths['de']} has {len(german)} lines "
+            f"and {paths['en']} has {len(english)}. One of them is not the published file: "
+            "replace it (delete it from the cache to download it again)."
+        )
+    return list(zip(german, english, strict=True))

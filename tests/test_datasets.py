@@ -1,0 +1,462 @@
+"""The data layer: mirror, cache and download, checksums, atomic downloads, clear errors.
+
+No test touches the network: the module's URL opener is replaced in every test (by default with
+one that fails the test if it is called at all).
+"""
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+from annotated import datasets
+from annotated.datasets import (
+    DATA_DIR_ENV,
+    MULTI30K_SPLITS,
+    ChecksumMismatchError,
+    DataUnavailableError,
+    multi30k_paths,
+    read_multi30k,
+    sha256_of,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Sentences chosen to catch a reader that does more than strip the newline: outer spaces, a tab,
+# non-ASCII letters, a no-break space, an empty line, and U+2028, at which str.splitlines() breaks.
+GERMAN = ["Ein Hund läuft.", "  Zwei Männer\tam Strand  ", "", "Straße\u00a0und\u2028Weg"]
+ENGLISH = ["A dog runs.", "  Two men\ton the beach  ", "", "Street\u00a0and\u2028road"]
+
+
+def _gzip_lines(lines: list[str]) -> bytes:
+    return gzip.compress("".join(line + "\n" for line in lines).encode("utf-8"), mtime=0)
+
+
+def _files(folder: Path) -> list[str]:
+    """Names of the files in a folder; none if it does not exist."""
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch):
+    """No mirror from the environment, and no network: calling the opener fails the test."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+
+    def no_network(url):
+        pytest.fail(f"the test tried to download {url}")
+
+    monkeypatch.setattr(datasets, "_open_url", no_network)
+
+
+@pytest.fixture
+def fake_train(monkeypatch):
+    """Bytes of small train.de.gz / train.en.gz, with the checksum table set to their digests."""
+    blobs = {"train.de.gz": _gzip_lines(GERMAN), "train.en.gz": _gzip_lines(ENGLISH)}
+    table = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+    monkeypatch.setattr(datasets, "MULTI30K_SHA256", table)
+    return blobs
+
+
+def _write(folder: Path, blobs: dict[str, bytes]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in blobs.items():
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def _serve(blobs: dict[str, bytes], calls: list[str]):
+    """An opener serving `blobs` by the last part of the URL, recording each URL asked for."""
+
+    def opener(url):
+        calls.append(url)
+        return io.BytesIO(blobs[url.rsplit("/", 1)[1]])
+
+    return opener
+
+
+# --- Reading from a mirror -----------------------------------------------------------------------
+
+
+def test_reads_exact_pairs_from_a_mirror_that_is_the_dataset_folder(tmp_path, fake_train):
+    mirror = _write(tmp_path / "mirror", fake_train)
+    cache = tmp_path / "cache"
+    pairs = read_multi30k("train", mirror=mirror, cache_dir=cache)
+    assert pairs == list(zip(GERMAN, ENGLISH, strict=True))
+    paths = multi30k_paths("train", mirror=mirror, cache_dir=cache)
+    assert paths == {"de": mirror / "train.de.gz", "en": mirror / "train.en.gz"}  # read in place
+    assert not cache.exists()  # nothing copied, nothing recorded
+
+
+def test_a_mirror_may_be_the_parent_of_a_multi30k_folder(tmp_path, fake_train):
+    parent = tmp_path / "shared"
+    _write(parent / "multi30k", fake_train)
+    paths = multi30k_paths("train", mirror=parent, cache_dir=tmp_path / "cache")
+    assert paths["de"] == parent / "multi30k" / "train.de.gz"
+    assert read_multi30k("train", mirror=parent, cache_dir=tmp_path / "cache")[1] == (
+        GERMAN[1],
+        ENGLISH[1],
+    )
+
+
+def test_the_environment_variable_names_a_mirror_and_the_argument_wins(
+    tmp_path, fake_train, monkeypatch
+):
+    from_env = _write(tmp_path / "env" / "multi30k", fake_train)
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "env"))
+    cache = tmp_path / "cache"
+    assert multi30k_paths("train", cache_dir=cache)["en"] == from_env / "train.en.gz"
+    assert read_multi30k("train", cache_dir=cache) == list(zip(GERMAN, ENGLISH, strict=True))
+
+    from_argument = _write(tmp_path / "argument", fake_train)
+    assert multi30k_paths("train", mirror=from_argument, cache_dir=cache)["en"] == (
+        from_argument / "train.en.gz"
+    )
+    # A corrupt file in the variable's mirror does not matter when the argument names another.
+    (from_env / "train.en.gz").write_bytes(b"corrupt")
+    assert read_multi30k("train", mirror=from_argument, cache_dir=cache)[0] == (
+        GERMAN[0],
+        ENGLISH[0],
+    )
+    with pytest.raises(ChecksumMismatchError):
+        read_multi30k("train", cache_dir=cache)
+
+
+def test_a_mirror_that_does_not_exist_is_an_error(tmp_path, fake_train, monkeypatch):
+    with pytest.raises(DataUnavailableError, match="not a folder"):
+        multi30k_paths("train", mirror=tmp_path / "typo", cache_dir=tmp_path / "cache")
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "typo"))
+    with pytest.raises(DataUnavailableError, match=DATA_DIR_ENV):
+        multi30k_paths("train", cache_dir=tmp_path / "cache")
+
+
+# --- Checksums -----------------------------------------------------------------------------------
+
+
+def test_sha256_of_matches_a_known_digest(tmp_path):
+    (tmp_path / "abc").write_bytes(b"abc")
+    # The FIPS 180-2 test vector for "abc".
+    assert sha256_of(tmp_path / "abc") == (
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    )
+
+
+def test_a_mirror_file_with_the_wrong_checksum_is_refused(tmp_path, fake_train):
+    mirror = _write(tmp_path / "mirror", fake_train)
+    tampered = _gzip_lines(GERMAN[:-1] + ["changed"])
+    (mirror / "train.de.gz").write_bytes(tampered)
+    with pytest.raises(ChecksumMismatchError) as caught:
+        read_multi30k("train", mirror=mirror, cache_dir=tmp_path / "cache")
+    message = str(caught.value)
+    assert "train.de.gz" in message and str(mirror) in message
+    assert datasets.MULTI30K_SHA256["train.de.gz"] in message  # expected
+    assert hashlib.sha256(tampered).hexdigest() in message  # actual
+    assert "mirror" in message
+
+
+def test_a_cached_file_with_the_wrong_checksum_is_refused_not_used(tmp_path, fake_train):
+    cache = tmp_path / "cache"
+    _write(cache / "multi30k", fake_train)
+    assert read_multi30k("train", cache_dir=cache, download=False)[0] == (GERMAN[0], ENGLISH[0])
+    (cache / "multi30k" / "train.en.gz").write_bytes(b"not the file")
+    with pytest.raises(ChecksumMismatchError) as caught:
+        read_multi30k("train", cache_dir=cache)
+    message = str(caught.value)
+    assert "train.en.gz" in message
+    assert datasets.MULTI30K_SHA256["train.en.gz"] in message
+    assert hashlib.sha256(b"not the file").hexdigest() in message
+    assert f"Delete {cache / 'multi30k' / 'train.en.gz'}" in message
+
+
+# --- Missing files -------------------------------------------------------------------------------
+
+
+def test_offline_with_nothing_available_gives_one_error_naming_every_file_and_both_options(
+    tmp_path, fake_train, monkeypatch
+):
+    calls = []
+
+    def offline(url):
+        calls.append(url)
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(datasets, "_open_url", offline)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataUnavailableError) as caught:
+        read_multi30k("train", mirror=_write(tmp_path / "empty-mirror", {}), cache_dir=cache)
+    message = str(caught.value)
+    for name in ("train.de.gz", "train.en.gz"):
+        assert name in message and datasets.MULTI30K_URL + name in message
+    assert "mirror=" in message and DATA_DIR_ENV in message
+    assert str(cache / "multi30k") in message
+    assert "name resolution" in message
+    assert len(calls) == 1  # after a failed connection the second file is not tried
+    assert _files(cache / "multi30k") == []
+
+
+def test_download_false_never_opens_a_url_and_says_why(tmp_path, fake_train):
+    with pytest.raises(DataUnavailableError) as caught:
+        multi30k_paths("train", cache_dir=tmp_path / "cache", download=False)
+    message = str(caught.value)
+    assert "train.de.gz" in message and "train.en.gz" in message and "download=False" in message
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_file_found_in_the_mirror_and_one_missing_reports_only_the_missing_one(
+    tmp_path, fake_train
+):
+    mirror = _write(tmp_path / "mirror", {"train.de.gz": fake_train["train.de.gz"]})
+    with pytest.raises(DataUnavailableError) as caught:
+        multi30k_paths("train", mirror=mirror, cache_dir=tmp_path / "cache", download=False)
+    message = str(caught.value)
+    assert "train.en.gz" in message and "train.de.gz" not in message
+
+
+# --- Downloads -----------------------------------------------------------------------------------
+
+
+def test_a_download_lands_in_the_cache_verified_and_is_reused(tmp_path, fake_train, monkeypatch):
+    calls = []
+    monkeypatch.setattr(datasets, "_open_url", _serve(fake_train, calls))
+    cache = tmp_path / "cache"
+    paths = multi30k_paths("train", cache_dir=cache)
+    folder = cache / "multi30k"
+    assert paths == {"de": folder / "train.de.gz", "en": folder / "train.en.gz"}
+    assert calls == [datasets.MULTI30K_URL + "train.de.gz", datasets.MULTI30K_URL + "train.en.gz"]
+    assert calls[0] == (
+        "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/train.de.gz"
+    )
+    assert _files(folder) == ["train.de.gz", "train.en.gz"]  # no temporary file left
+    assert paths["de"].read_bytes() == fake_train["train.de.gz"]
+
+    calls.clear()
+    assert read_multi30k("train", cache_dir=cache) == list(zip(GERMAN, ENGLISH, strict=True))
+    assert calls == []  # the second time it comes from the cache
+
+
+class _BreaksHalfway:
+    """A response that delivers some bytes, then fails the way a dropped connection does."""
+
+    def __init__(self, data: bytes, error: BaseException):
+        self.data, self.error, self.reads = data, error, 0
+
+    def read(self, size=-1):
+        self.reads += 1
+        if self.reads == 1:
+            return self.data[: len(self.data) // 2]
+        raise self.error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize(
+    "error", [ConnectionResetError("connection reset by peer"), KeyboardInterrupt()]
+)
+def test_a_download_failing_halfway_leaves_no_file_behind(tmp_path, fake_train, monkeypatch, error):
+    responses = []
+
+    def opener(url):
+        responses.append(_BreaksHalfway(fake_train[url.rsplit("/", 1)[1]], error))
+        return responses[-1]
+
+    monkeypatch.setattr(datasets, "_open_url", opener)
+    cache = tmp_path / "cache"
+    with pytest.raises(
+        type(error) if isinstance(error, KeyboardInterrupt) else DataUnavailableError
+    ):
+        multi30k_paths("train", cache_dir=cache)
+    assert responses and responses[0].reads == 2  # some bytes were written before the failure
+    assert _files(cache / "multi30k") == []  # neither the final name nor the temporary file
+
+
+def test_a_download_with_the_wrong_bytes_is_rejected_and_discarded(
+    tmp_path, fake_train, monkeypatch
+):
+    served = dict(fake_train, **{"train.de.gz": _gzip_lines(["something else"])})
+    monkeypatch.setattr(datasets, "_open_url", _serve(served, []))
+    cache = tmp_path / "cache"
+    with pytest.raises(ChecksumMismatchError) as caught:
+        multi30k_paths("train", cache_dir=cache)
+    message = str(caught.value)
+    assert datasets.MULTI30K_URL + "train.de.gz" in message
+    assert datasets.MULTI30K_SHA256["train.de.gz"] in message
+    assert hashlib.sha256(served["train.de.gz"]).hexdigest() in message
+    assert _files(cache / "multi30k") == []
+
+
+def test_a_short_download_is_caught_by_its_announced_length(tmp_path, fake_train, monkeypatch):
+    class Short(io.BytesIO):
+        headers = {"Content-Length": "999999"}
+
+    monkeypatch.setattr(datasets, "_open_url", lambda url: Short(b"truncated"))
+    # With no published checksum, only the length can tell that the transfer was cut short.
+    monkeypatch.setattr(datasets, "MULTI30K_SHA256", {})
+    cache = tmp_path / "cache"
+    with pytest.raises(DataUnavailableError, match="999999 announced"):
+        multi30k_paths("train", cache_dir=cache)
+    assert _files(cache / "multi30k") == []
+
+
+def test_files_without_a_published_checksum_are_trusted_on_first_use(tmp_path, monkeypatch):
+    blobs = {
+        "test_2017_mscoco.de.gz": _gzip_lines(["Ein Bus."]),
+        "test_2017_mscoco.en.gz": _gzip_lines(["A bus."]),
+    }
+    assert "test_2017_mscoco.de.gz" not in datasets.MULTI30K_SHA256
+    calls = []
+    monkeypatch.setattr(datasets, "_open_url", _serve(blobs, calls))
+    cache = tmp_path / "cache"
+    assert read_multi30k("test_2017_mscoco", cache_dir=cache) == [("Ein Bus.", "A bus.")]
+    sums = (cache / "multi30k" / "SHA256SUMS.local").read_text()
+    for name, data in blobs.items():
+        assert f"{hashlib.sha256(data).hexdigest()}  {name}\n" in sums
+
+    # A later change to the cached copy is caught against the record.
+    changed = _gzip_lines(["Ein Zug."])
+    (cache / "multi30k" / "test_2017_mscoco.de.gz").write_bytes(changed)
+    with pytest.raises(ChecksumMismatchError) as caught:
+        read_multi30k("test_2017_mscoco", cache_dir=cache)
+    assert hashlib.sha256(blobs["test_2017_mscoco.de.gz"]).hexdigest() in str(caught.value)
+    assert hashlib.sha256(changed).hexdigest() in str(caught.value)
+    assert "SHA256SUMS.local" in str(caught.value)
+    # ... and so is a mirror holding another version.
+    mirror = _write(tmp_path / "mirror", dict(blobs, **{"test_2017_mscoco.de.gz": changed}))
+    with pytest.raises(ChecksumMismatchError):
+        read_multi30k("test_2017_mscoco", mirror=mirror, cache_dir=cache)
+    assert len(calls) == 2
+
+
+def test_a_mirror_file_without_a_published_checksum_is_recorded_on_first_use(tmp_path):
+    blobs = {
+        "test_2018_flickr.de.gz": _gzip_lines(["Ein Boot."]),
+        "test_2018_flickr.en.gz": _gzip_lines(["A boat."]),
+    }
+    mirror = _write(tmp_path / "mirror", blobs)
+    cache = tmp_path / "cache"
+    assert read_multi30k("test_2018_flickr", mirror=mirror, cache_dir=cache) == [
+        ("Ein Boot.", "A boat.")
+    ]
+    assert _files(cache / "multi30k") == ["SHA256SUMS.local"]  # the record, not a copy
+    (mirror / "test_2018_flickr.en.gz").write_bytes(_gzip_lines(["A ship."]))
+    with pytest.raises(ChecksumMismatchError, match="test_2018_flickr.en.gz"):
+        read_multi30k("test_2018_flickr", mirror=mirror, cache_dir=cache)
+
+
+# --- Reading -------------------------------------------------------------------------------------
+
+
+def test_files_with_different_line_counts_are_refused(tmp_path, monkeypatch):
+    blobs = {"val.de.gz": _gzip_lines(GERMAN), "val.en.gz": _gzip_lines(ENGLISH[:-1])}
+    table = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+    monkeypatch.setattr(datasets, "MULTI30K_SHA256", table)
+    mirror = _write(tmp_path / "mirror", blobs)
+    with pytest.raises(ValueError, match="not aligned") as caught:
+        read_multi30k("val", mirror=mirror, cache_dir=tmp_path / "cache")
+    message = str(caught.value)
+    assert str(mirror / "val.de.gz") in message and str(mirror / "val.en.gz") in message
+    assert f"has {len(GERMAN)} lines" in message and f"has {len(ENGLISH) - 1}" in message
+
+
+def test_an_unknown_split_lists_the_known_ones(tmp_path):
+    with pytest.raises(ValueError, match="unknown Multi30k split 'validation'") as caught:
+        read_multi30k("validation", cache_dir=tmp_path / "cache")
+    for split in MULTI30K_SPLITS:
+        assert split in str(caught.value)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_splits_are_the_upstream_task1_files():
+    assert MULTI30K_SPLITS == (
+        "train",
+        "val",
+        "test_2016_flickr",
+        "test_2017_flickr",
+        "test_2017_mscoco",
+        "test_2018_flickr",
+    )
+    assert set(datasets.MULTI30K_SHA256) == {
+        f"{split}.{language}.gz"
+        for split in ("train", "val", "test_2016_flickr")
+        for language in ("de", "en")
+    }
+
+
+def test_importing_prints_downloads_and_creates_nothing(tmp_path):
+    # Any connection attempt during the import fails it.
+    code = (
+        "import socket\n"
+        "def refuse(*args):\n"
+        "    raise AssertionError('the import tried to connect')\n"
+        "socket.socket.connect = refuse\n"
+        "import annotated.datasets\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != DATA_DIR_ENV}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- The real files, when a local copy is at hand ------------------------------------------------
+
+
+def _shared_multi30k() -> Path | None:
+    base = Path(os.environ.get(DATA_DIR_ENV) or ROOT.parent / "shared" / "data")
+    for folder in (base / "multi30k", base):
+        if (folder / "train.de.gz").is_file():
+            return folder
+    return None
+
+
+SHARED = _shared_multi30k()
+needs_shared = pytest.mark.skipif(
+    SHARED is None,
+    reason=f"no local Multi30k copy: set {DATA_DIR_ENV} or put it in ../shared/data/multi30k",
+)
+
+
+@needs_shared
+def test_the_checksum_constants_are_the_published_ones():
+    readme = SHARED.parent / "README.md"
+    if not readme.is_file():
+        pytest.skip(f"no {readme} listing the published checksums")
+    published = dict(
+        (name, digest)
+        for digest, name in re.findall(r"([0-9a-f]{64})\s+multi30k/(\S+)", readme.read_text())
+    )
+    assert published == datasets.MULTI30K_SHA256
+
+
+@needs_shared
+@pytest.mark.parametrize("split", ["train", "val", "test_2016_flickr"])
+def test_the_real_files_verify_and_have_the_published_sizes(split, tmp_path):
+    cache = tmp_path / "cache"
+    paths = multi30k_paths(split, mirror=SHARED, cache_dir=cache, download=False)
+    for path in paths.values():
+        assert path.parent == SHARED  # read in place
+        assert sha256_of(path) == datasets.MULTI30K_SHA256[path.name]
+    pairs = read_multi30k(split, mirror=SHARED, cache_dir=cache, download=False)
+    published = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}  # the README's counts
+    assert len(pairs) == datasets.MULTI30K_PAIRS[split] == published[split]
+    assert all(german and english for german, english in pairs)
+    if split == "train":
+        assert pairs[0][0].startswith("Zwei junge weiße Männer")
+        assert pairs[0][1] == "Two young, White males are outside near many bushes."
+    assert not cache.exists()
