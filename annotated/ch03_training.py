@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +38,7 @@ from tqdm import tqdm
 from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, ModelConfig
 from annotated.figures import rounded
+from annotated.files import atomic_write
 
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import make_model
@@ -557,21 +556,8 @@ def _restore_rng_states(states: dict) -> None:
 
 def save_checkpoint(path: str | Path, **contents) -> None:
     """torch.save to a temporary file beside `path`, flushed to disk, then renamed over it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # delete=False: the file must outlive the handle, to be renamed into place.
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115
-        dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False
-    )
-    try:
-        with handle:
-            torch.save({"version": CHECKPOINT_VERSION, **contents}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as handle:
+        torch.save({"version": CHECKPOINT_VERSION, **contents}, handle)
 
 
 def _config_differences(saved: dict, current: dict) -> list[str]:

@@ -30,13 +30,14 @@ import gzip
 import hashlib
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from annotated.files import atomic_write
 
 DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
 DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
@@ -132,17 +133,8 @@ def _record_local_sum(path: Path, name: str, digest: str) -> None:
     """Add one file's digest to the sidecar, rewriting it atomically."""
     sums = _read_local_sums(path) | {name: digest}
     text = "".join(f"{sums[n]}  {n}\n" for n in sorted(sums))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (renamed into place, so not deleted)
-        "w", encoding="utf-8", dir=path.parent, prefix=path.name + ".", suffix=".tmp", delete=False
-    )
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 # --- Checking and downloading --------------------------------------------------------------------
@@ -161,23 +153,17 @@ def _check(path: Path, expected: str | None, origin: str, advice: str) -> str:
 
 def _download(file: RemoteFile, target: Path, expected: str | None, origin: str) -> str:
     """Download `file` to `target` atomically and return its sha256 (OSError: download failed)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115  (renamed into place, so not deleted)
-        dir=target.parent, prefix=target.name + ".", suffix=".part", delete=False
-    )
-    try:
-        digest, size = hashlib.sha256(), 0
-        with handle, _open_url(file.url) as response:
-            while chunk := response.read(_CHUNK):
-                handle.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-            handle.flush()
-            os.fsync(handle.fileno())
-            # A connection cut short can end without an error; the announced length catches it.
-            announced = getattr(response, "headers", {}).get("Content-Length")
-            if announced is not None and int(announced) != size:
-                raise OSError(f"got {size} bytes of the {announced} announced")
+    # The checks raise inside the block, so a short or wrong download is never renamed into place.
+    digest, size = hashlib.sha256(), 0
+    with atomic_write(target) as handle, _open_url(file.url) as response:
+        while chunk := response.read(_CHUNK):
+            handle.write(chunk)
+            digest.update(chunk)
+            size += len(chunk)
+        # A connection cut short can end without an error; the announced length catches it.
+        announced = getattr(response, "headers", {}).get("Content-Length")
+        if announced is not None and int(announced) != size:
+            raise OSError(f"got {size} bytes of the {announced} announced")
         actual = digest.hexdigest()
         if expected is not None and actual != expected:
             raise ChecksumMismatchError(
@@ -187,11 +173,7 @@ def _download(file: RemoteFile, target: Path, expected: str | None, origin: str)
                 "upstream has changed: get a copy with the expected checksum and give its folder "
                 f"as mirror= or {DATA_DIR_ENV}."
             )
-        os.replace(handle.name, target)
-        return actual
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    return actual
 
 
 def _local_copy(

@@ -21,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import altair as alt
+
+from annotated.files import atomic_write
 
 HTML_ENV = "ANNOTATED_CHART_HTML"
 BUNDLE_NAME = "annotated-vega.js"
@@ -122,12 +123,9 @@ def vega_bundle() -> str:
 
 def write_vega_bundle(directory: str | Path) -> Path:
     """Write the bundle to `directory/annotated-vega.js` atomically and return its path."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / BUNDLE_NAME
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False) as handle:
+    target = Path(directory) / BUNDLE_NAME
+    with atomic_write(target, "w", encoding="utf-8") as handle:
         handle.write(vega_bundle())
-    os.replace(handle.name, target)
     return target
 
 

@@ -20,7 +20,6 @@ import ast
 import hashlib
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import nbformat
 from jupytext.combine import combine_inputs_with_outputs
 
 from annotated.figures import HTML_ENV
+from annotated.files import atomic_write
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "annotated"
@@ -112,12 +112,8 @@ def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
 
 
 def write_atomically(notebook: nbformat.NotebookNode, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, suffix=".tmp", delete=False
-    ) as handle:
+    with atomic_write(path, "w", encoding="utf-8") as handle:
         nbformat.write(notebook, handle)
-    os.replace(handle.name, path)
 
 
 def sync(source: Path) -> nbformat.NotebookNode:
