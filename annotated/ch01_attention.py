@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import altair as alt
 import pandas as pd
@@ -385,9 +386,43 @@ def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt
 # * The projections have biases, as in PyTorch's `nn.MultiheadAttention` (the equations above
 #   leave them out; they change nothing of substance). $d_k$ and $d_v$ default to
 #   $d_\text{model} / h$ but can be set apart from it, which Table 3's rows (A) and (B) need.
+#
+# One argument is here for later: a `KeyValueCache` lets a decoder that writes one word at a time
+# keep the keys and values it has already projected, instead of projecting the whole prefix again
+# at every step. Chapter 5 explains and uses it; until then `cache` is `None` and can be ignored.
 
 
 # %%
+@dataclass
+class KeyValueCache:
+    """Keys and values one attention module has projected so far (chapter 5's incremental decoding).
+
+    grow=True (decoder self-attention): each call appends its new positions' keys and values.
+    grow=False (encoder-decoder attention): the first call projects the encoder output, later
+    calls reuse it.
+    """
+
+    grow: bool
+    k: Tensor | None = None  # (batch, h, positions, d_k)
+    v: Tensor | None = None  # (batch, h, positions, d_v)
+
+    @property
+    def length(self) -> int:
+        """How many key positions are cached."""
+        return 0 if self.k is None else self.k.size(2)
+
+    def store(self, k: Tensor, v: Tensor) -> None:
+        """Keep freshly projected keys and values (appended after the old ones if grow)."""
+        if self.grow and self.k is not None:
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+
+    def select(self, rows: Tensor) -> None:
+        """Keep only the given batch rows, in that order (beam search reorders its hypotheses)."""
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (section 3.2.2): h scaled dot-product attentions in parallel."""
 
@@ -420,15 +455,29 @@ class MultiHeadAttention(nn.Module):
         self.weights: Tensor | None = None
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        cache: KeyValueCache | None = None,
     ) -> Tensor:
-        """query (batch, len_q, d_model), key/value (batch, len_k, d_model) -> (batch, len_q, d_model)."""
+        """query (batch, len_q, d_model), key/value (batch, len_k, d_model) -> (batch, len_q, d_model).
+
+        `cache` (chapter 5's incremental decoding) keeps the projected keys and values of earlier calls.
+        """
         self._check_inputs(query, key, value, mask)
         batch, len_q, len_k = query.size(0), query.size(1), key.size(1)
         # Project, then split the last dimension into heads: (batch, h, len, d_k or d_v).
         q = self.w_q(query).view(batch, len_q, self.h, self.d_k).transpose(1, 2)
-        k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
-        v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
+        if cache is not None and not cache.grow and cache.k is not None:
+            k, v = cache.k, cache.v  # the encoder output, projected on the first decoding step
+        else:
+            k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
+            v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
+            if cache is not None:
+                cache.store(k, v)
+                k, v = cache.k, cache.v  # (batch, h, every position so far, d_k or d_v)
         if mask is not None:
             mask = mask.unsqueeze(1)  # the same mask for every head: (batch, 1, len_q or 1, len_k)
         heads, weights = attention(q, k, v, mask, self.dropout)  # (batch, h, len_q, d_v)

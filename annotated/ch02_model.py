@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.ch01_attention import MultiHeadAttention, padding_mask
+from annotated.ch01_attention import KeyValueCache, MultiHeadAttention, padding_mask
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -63,6 +63,7 @@ class ModelConfig:
     p_attn_drop: float = 0.0  # dropout on attention weights; the paper does not use it
     norm_first: bool = False  # False: the paper's LayerNorm(x + Sublayer(x)); True: pre-norm
     share_embeddings: bool = False  # tie source/target embeddings and the output layer (3.4)
+    tie_target_embeddings: bool = False  # tie only the target embedding and the output layer
     max_len: int = 5000  # longest sequence the positional encoding table covers
 
     def __post_init__(self) -> None:
@@ -216,11 +217,24 @@ class DecoderLayer(nn.Module):
             SublayerConnection(config.d_model, config.p_drop, config.norm_first) for _ in range(3)
         )
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor | None,
+        cache: LayerCache | None = None,
+    ) -> Tensor:
         """x (batch, tgt_len, d_model), memory (batch, src_len, d_model) -> (batch, tgt_len, d_model)."""
-        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
-        x = self.sublayers[1](x, lambda y: self.src_attn(y, memory, memory, src_mask))
+        own, source = cache if cache is not None else (None, None)
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, own))
+        x = self.sublayers[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, source))
         return self.sublayers[2](x, self.feed_forward)
+
+
+# A decoder layer's incremental state (chapter 5): its self-attention's growing keys and values,
+# and its encoder-decoder attention's projected encoder output.
+LayerCache = tuple[KeyValueCache, KeyValueCache]
 
 
 def _attention_for(config: ModelConfig) -> MultiHeadAttention:
@@ -249,9 +263,16 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.N))
         self.norm = nn.LayerNorm(config.d_model) if config.norm_first else nn.Identity()
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask)
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Tensor,
+        tgt_mask: Tensor | None,
+        cache: list[LayerCache] | None = None,
+    ) -> Tensor:
+        for index, layer in enumerate(self.layers):
+            x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[index])
         return self.norm(x)
 
 
@@ -274,8 +295,9 @@ class Decoder(nn.Module):
 # byte-pair vocabulary of about 37000 tokens is shared between English and German), and it saves
 # two $V \times d_\text{model}$ matrices, about 38M parameters for the base model. It also makes
 # sense: a word's input vector and the direction that predicts it are the same thing seen from
-# both ends. Here it is an option, `share_embeddings=True`; with separate vocabularies (as in
-# Multi30k, chapter 5) it must stay off.
+# both ends. Here it is an option, `share_embeddings=True`. With separate vocabularies (as in
+# Multi30k, chapter 5) the source cannot share, but the target embedding and the output layer
+# still can: `tie_target_embeddings=True`.
 
 
 # %%
@@ -337,15 +359,15 @@ class PositionalEncoding(nn.Module):
         # A buffer moves with .to(device) but is not trained; not persistent, since it is recomputed.
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """(batch, len, d_model) -> (batch, len, d_model)."""
-        length = x.size(1)
-        if length > self.table.size(0):
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position `start`."""
+        end = start + x.size(1)
+        if end > self.table.size(0):
             raise ValueError(
-                f"sequence of length {length} is longer than the positional table ({self.table.size(0)}): "
+                f"sequence of length {end} is longer than the positional table ({self.table.size(0)}): "
                 "raise ModelConfig.max_len"
             )
-        return self.dropout(x + self.table[:length])
+        return self.dropout(x + self.table[start:end])
 
 
 # %% [markdown]
@@ -524,9 +546,25 @@ class EncoderDecoder(nn.Module):
         """src (batch, src_len) ids -> memory (batch, src_len, d_model)."""
         return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self, memory: Tensor, src_mask: Tensor, tgt: Tensor, tgt_mask: Tensor) -> Tensor:
-        """tgt (batch, tgt_len) ids -> decoder states (batch, tgt_len, d_model)."""
-        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
+    def decode(
+        self,
+        memory: Tensor,
+        src_mask: Tensor,
+        tgt: Tensor,
+        tgt_mask: Tensor | None,
+        cache: list[LayerCache] | None = None,
+    ) -> Tensor:
+        """tgt (batch, tgt_len) ids -> decoder states (batch, tgt_len, d_model).
+
+        With a `cache` (chapter 5), tgt holds only the positions after those already cached.
+        """
+        embed, position = self.tgt_embed
+        start = 0 if cache is None else cache[0][0].length
+        return self.decoder(position(embed(tgt), start), memory, src_mask, tgt_mask, cache)
+
+    def empty_cache(self) -> list[LayerCache]:
+        """Fresh incremental-decoding state: one pair of key/value caches per decoder layer."""
+        return [(KeyValueCache(grow=True), KeyValueCache(grow=False)) for _ in self.decoder.layers]
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
         """Logits (batch, tgt_len, tgt_vocab) for the token after each target position."""
@@ -543,11 +581,13 @@ def make_model(config: ModelConfig) -> EncoderDecoder:
     for parameter in model.parameters():
         if parameter.dim() > 1:
             nn.init.xavier_uniform_(parameter)
-    if config.share_embeddings:
+    if config.share_embeddings or config.tie_target_embeddings:
         # One matrix, three roles (section 3.4): the assignment makes them the same Parameter.
+        # With two vocabularies only the target-side pair can share (chapter 5).
         shared = model.tgt_embed[0].lut.weight
-        model.src_embed[0].lut.weight = shared
         model.generator.weight = shared
+        if config.share_embeddings:
+            model.src_embed[0].lut.weight = shared
     return model
 
 

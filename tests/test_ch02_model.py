@@ -207,6 +207,31 @@ def test_shared_embeddings_are_one_parameter():
     assert count_parameters(separate) - count_parameters(model) == 2 * 50 * 32
 
 
+def test_tying_only_the_target_side():
+    model = make_model(
+        ModelConfig(40, 50, N=1, d_model=32, d_ff=64, h=4, tie_target_embeddings=True)
+    )
+    assert model.generator.weight is model.tgt_embed[0].lut.weight
+    assert model.src_embed[0].lut.weight is not model.tgt_embed[0].lut.weight
+    separate = make_model(ModelConfig(40, 50, N=1, d_model=32, d_ff=64, h=4))
+    assert count_parameters(separate) - count_parameters(model) == 50 * 32
+
+
+def test_decoding_with_a_cache_continues_the_positions():
+    # Position i of a cached step must get PE(i), not PE(0): equal to the full decoder's last row.
+    torch.manual_seed(0)
+    model = make_model(ModelConfig(20, 20, N=2, d_model=32, d_ff=64, h=4)).eval()
+    src, tgt = torch.randint(1, 20, (2, 5)), torch.randint(1, 20, (2, 4))
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    memory = model.encode(src, src_mask)
+    full = model.decode(memory, src_mask, tgt, torch.ones(1, 4, 4, dtype=torch.bool).tril())
+    cache = model.empty_cache()
+    model.decode(memory, src_mask, tgt[:, :3], torch.ones(1, 3, 3, dtype=torch.bool).tril(), cache)
+    assert [own.length for own, _ in cache] == [3, 3]
+    last = model.decode(memory, src_mask, tgt[:, 3:], None, cache)
+    torch.testing.assert_close(last[:, 0], full[:, 3], rtol=0, atol=1e-5)
+
+
 def layer_parameters(d: int, d_ff: int, d_k: int, d_v: int, h: int) -> tuple[int, int]:
     """Parameters of one encoder and one decoder layer, from the shapes in sections 3.1-3.3."""
     attention = 2 * (d * h * d_k + h * d_k) + (d * h * d_v + h * d_v) + (h * d_v * d + d)
