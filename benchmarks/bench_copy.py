@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import platform
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import torch
+from common import machine, write_results
 
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
 from annotated.ch04_copy_task import COPY_SETUP, train_copy_model
-
-RESULTS = Path(__file__).resolve().parent / "results" / "copy.json"
 
 
 def seconds_per_step(
@@ -78,8 +73,7 @@ def main() -> None:
 
     record = {
         "benchmark": "copy task training step (chapter 4 setup)",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}",
+        "machine": machine(),
         "config": {
             "model": dataclasses.asdict(setup["model"]),
             "batch_size": setup["task"].batch_size,
@@ -102,11 +96,7 @@ def main() -> None:
         record["precision"] = (
             "bf16" if use_bf16(setup["train"].precision, torch.device("cpu")) else "fp32"
         )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    temporary = RESULTS.with_suffix(".tmp")
-    temporary.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(temporary, RESULTS)
-    print(json.dumps(record, indent=2))
+    write_results("copy", record)
 
 
 if __name__ == "__main__":
