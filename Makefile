@@ -14,7 +14,8 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab bench-copy clean
+.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab bench-copy \
+        train-multi30k bench-multi30k clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -76,10 +77,16 @@ lint: $(STAMP)  ## ruff on the code, formatting included
 bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%; writes benchmarks/results/copy.json
 	$(PY) benchmarks/bench_copy.py
 
+train-multi30k: $(STAMP)  ## train chapter 5's German-English model (about an hour on 2 CPU cores; resumes if stopped)
+	$(PY) -m annotated.train multi30k
+
+bench-multi30k: $(STAMP)  ## benchmark: training speed vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json
+	$(PY) benchmarks/bench_multi30k.py
+
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -e '.[lab]'
 	$(PY) -m jupyter lab notebooks
 
-clean:  ## remove build output and caches (keeps .venv and data/)
+clean:  ## remove build output and caches (keeps .venv, data/ and the training runs in runs/)
 	rm -rf _build .pytest_cache .ruff_cache notebooks/.ipynb_checkpoints
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +

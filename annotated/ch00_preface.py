@@ -30,7 +30,7 @@
 # | 2 Model | §3.1, §3.3–3.5, Table 3 | the full encoder-decoder, `make_model`, parameter counts |
 # | 3 Training | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
 # | 4 Copy task | — | a first model trained end to end, and greedy decoding |
-# | 5 Multi30k *(in preparation)* | §6.1 | German→English on a CPU: data, vocabularies, beam search, BLEU |
+# | 5 Multi30k | §5, §6.1 | German→English trained in an hour on a CPU: data, vocabularies, token batches, cached and beam decoding, BLEU |
 # | 6 WMT 2014 *(in preparation)* | §5.1, §6.1, Tables 2–3 | the paper's recipe: BPE, shared embeddings, checkpoint averaging |
 #
 # Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports

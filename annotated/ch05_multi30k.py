@@ -1,0 +1,1482 @@
+# %% [markdown]
+# # Chapter 5 — Translating German to English: Multi30k on a laptop CPU
+#
+# *Paper: sections 5.1–5.4 (data, batching, hardware, optimizer, regularization), 6.1 (beam search)
+# and 3.2 (attention, drawn at the end).*
+#
+# Chapters 1–4 built every part of the Transformer and checked it on a toy task. Now it
+# translates. The data is **Multi30k** (Elliott et al., 2016): about 31,000 short English
+# descriptions of Flickr photos, each translated into German by a professional translator. It is
+# small enough to train on a laptop CPU in an hour, and real enough that the result can be read,
+# judged and scored.
+#
+# The paper trained on WMT 2014 (4.5 million sentence pairs) for 12 hours on eight GPUs; chapter 6
+# follows that recipe. Here the question is what an honest hour on two CPU cores buys. The chapter
+# does everything a real translation system does, in order:
+#
+# 1. download and verify the data (`annotated/datasets.py`);
+# 2. split sentences into tokens and build vocabularies from the training split only;
+# 3. group sentences of similar length into batches of a fixed token budget;
+# 4. choose a model and a schedule that fit a CPU, and make the training step fast;
+# 5. train with chapter 3's loop, checkpointing as it goes, scoring the validation set on the way;
+# 6. decode quickly (a cache of past keys and values) and well (beam search);
+# 7. score with sacreBLEU and chrF, read example translations, and look at the attention.
+#
+# **Two profiles.** Training for an hour is not something a test suite can do on every change. The
+# functions below read their sizes from one `Multi30kConfig`; the environment variable
+# `ANNOTATED_PROFILE=smoke` selects a tiny one (a small model, a few steps) that runs the same code
+# in a minute. This notebook was executed with the full profile, and its outputs are the real run's.
+
+# %%
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import math
+import os
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import sacrebleu
+import spacy
+import torch
+from torch import Tensor, nn
+
+import annotated
+from annotated.ch01_attention import subsequent_mask
+from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
+from annotated.ch03_training import (
+    Batch,
+    SpecialTokens,
+    TrainConfig,
+    load_checkpoint,
+    pad_sequences,
+    train,
+)
+from annotated.ch04_copy_task import until_eos
+from annotated.datasets import read_multi30k
+from annotated.figures import rounded
+from annotated.files import atomic_write
+
+# %% tags=["active-ipynb"]
+# from annotated.ch02_model import count_parameters
+# from annotated.figures import use_book_charts
+#
+# use_book_charts()
+# _ = torch.manual_seed(0)
+
+# %% [markdown]
+# ## 1. The data
+#
+# `read_multi30k(split)` returns the (German, English) pairs of one split. It takes the gzip files
+# from a local folder if you name one (the `ANNOTATED_DATA_DIR` variable, or the `mirror`
+# argument), else from the cache in `data/multi30k/`, else downloads them from the official
+# `multi30k/dataset` repository, and in every case checks their SHA-256 before use. We train on
+# `train`, watch `val` during training, and report the final score on `test_2016_flickr`, which
+# nothing in training ever touches.
+
+# %% tags=["active-ipynb"]
+# splits = {name: read_multi30k(name) for name in ("train", "val", "test_2016_flickr")}
+# pd.DataFrame(
+#     [{"split": name, "sentence pairs": len(pairs)} for name, pairs in splits.items()]
+# ).set_index("split")
+
+# %% tags=["active-ipynb"]
+# pd.DataFrame(splits["train"][:4], columns=["German (source)", "English (target)"])
+
+# %% [markdown]
+# ## 2. Tokens and vocabularies
+#
+# The model reads and writes integer ids, so each sentence becomes a list of **tokens**, and each
+# token an id. We split words with spaCy's rule-based tokenizers for German and English
+# (`spacy.blank`, which needs no downloaded model): they split off punctuation and clitics
+# ("man's" → "man", "'s") and keep everything else as written, capital letters included. The
+# paper used subword units instead (byte-pair encoding, section 5.1), which never meet an unknown
+# word; chapter 6 does that. With a word vocabulary, rare words are mapped to one `<unk>` token,
+# and on a corpus this small and this repetitive that costs little (the table below counts it).
+
+
+# %%
+@functools.cache
+def _spacy(language: str) -> spacy.language.Language:
+    return spacy.blank(language)
+
+
+def tokenize(sentences: Sequence[str], language: str) -> list[list[str]]:
+    """Split each sentence into spaCy tokens (dropping runs of whitespace)."""
+    tokenizer = _spacy(language).tokenizer
+    return [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(sentences)]
+
+
+# %% tags=["active-ipynb"]
+# tokenize(["Ein Mann in einem blauen T-Shirt schläft."], "de") + tokenize(
+#     ["A man's dog isn't \"small\"."], "en"
+# )
+
+# %% [markdown]
+# The other direction, **detokenization**, matters for scoring. sacreBLEU compares *text*, and it
+# applies its own standard tokenization to both the output and the reference; if we scored our
+# token lists joined by spaces, "t - shirt" would not match the reference's "t-shirt", and the score
+# would be lower than the translation deserves. So the output is glued back into ordinary text
+# first: no space before punctuation or clitics, hyphens joined to their words, quotes attached
+# to what they enclose. The check below measures how often `detokenize(tokenize(s)) == s` on the
+# validation references.
+
+
+# %%
+_NO_SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]}]|'s|'re|'ve|'m|'ll|'d|n't|')(?=\s|$)", re.IGNORECASE)
+_NO_SPACE_AFTER = re.compile(r"([(\[{$]) ")
+_HYPHEN = re.compile(r"(?<=\S) - (?=\S)")
+
+
+def detokenize(tokens: Sequence[str]) -> str:
+    """English tokens -> text as a person would write it (the inverse of `tokenize`, mostly)."""
+    text = " ".join(tokens)
+    text = _HYPHEN.sub("-", text)
+    text = _NO_SPACE_AFTER.sub(r"\1", text)
+    text = _NO_SPACE_BEFORE.sub(r"\1", text)
+    # Straight double quotes alternate between opening (attach right) and closing (attach left).
+    pieces = text.split(' " ')
+    if len(pieces) > 1:
+        rebuilt, opening = pieces[0], True
+        for piece in pieces[1:]:
+            rebuilt += (' "' if opening else '" ') + piece
+            opening = not opening
+        text = rebuilt
+    return text
+
+
+# %% tags=["active-ipynb"]
+# references = [english for _, english in splits["val"]]
+# round_trip = [detokenize(tokens) == text for tokens, text in zip(tokenize(references, "en"), references)]
+# print(f"detokenize(tokenize(s)) == s for {sum(round_trip)} of {len(round_trip)} validation references")
+
+# %% [markdown]
+# A **vocabulary** maps tokens to ids. It is built from the training split only: a vocabulary
+# that peeked at the test set (as the original Annotated Transformer's did) quietly gives the model
+# a list of the test's words. Words seen fewer than `min_freq` times in training become `<unk>`;
+# with `min_freq = 2`, a word seen once is treated as unknown, which also teaches the model what
+# to do with unknown words, since it meets `<unk>` in training. The special tokens come first and
+# their ids come from the vocabulary object, never from constants scattered in the code.
+#
+# A vocabulary is part of a trained model as much as its weights: the same id must mean the same
+# word in training and in translation. So it is saved next to the checkpoint with the settings
+# that built it (language, `min_freq`, the training data), and loading refuses a file built
+# differently.
+
+
+# %%
+SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Tokens <-> ids for one language; `settings` records how it was built."""
+
+    tokens: tuple[str, ...]
+    settings: dict
+
+    def __post_init__(self) -> None:
+        if self.tokens[: len(SPECIALS)] != SPECIALS:
+            raise ValueError(f"a vocabulary must start with the specials {SPECIALS}")
+        object.__setattr__(self, "_ids", {token: i for i, token in enumerate(self.tokens)})
+
+    @classmethod
+    def build(cls, sentences: Sequence[Sequence[str]], min_freq: int, **settings) -> Vocab:
+        """The specials, then every token seen at least min_freq times (most frequent first)."""
+        if min_freq < 1:
+            raise ValueError(f"min_freq must be at least 1, got {min_freq}")
+        counts = Counter(token for sentence in sentences for token in sentence)
+        # Most frequent first, ties alphabetical: the same data always gives the same ids.
+        kept = sorted(
+            (t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t)
+        )
+        return cls(
+            SPECIALS + tuple(t for t in kept if t not in SPECIALS),
+            {"min_freq": min_freq, **settings},
+        )
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def unk(self) -> int:
+        return self._ids["<unk>"]
+
+    @property
+    def specials(self) -> SpecialTokens:
+        return SpecialTokens(pad=self._ids["<pad>"], bos=self._ids["<s>"], eos=self._ids["</s>"])
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        """Tokens -> ids, unknown tokens -> <unk>."""
+        return [self._ids.get(token, self.unk) for token in tokens]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        """Ids -> tokens."""
+        return [self.tokens[i] for i in ids]
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokens and settings as JSON, atomically."""
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            json.dump(
+                {"settings": self.settings, "tokens": list(self.tokens)}, handle, ensure_ascii=False
+            )
+
+    @classmethod
+    def load(cls, path: str | Path, expected_settings: dict | None = None) -> Vocab:
+        """Read a saved vocabulary, refusing one built with other settings than expected."""
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if expected_settings is not None and data["settings"] != expected_settings:
+            differing = sorted(
+                key
+                for key in set(data["settings"]) | set(expected_settings)
+                if data["settings"].get(key) != expected_settings.get(key)
+            )
+            raise ValueError(
+                f"{path} was built with other settings ({', '.join(differing)}: saved "
+                f"{[data['settings'].get(k) for k in differing]}, wanted "
+                f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
+                "the configuration that built it."
+            )
+        return cls(tuple(data["tokens"]), data["settings"])
+
+
+# %% [markdown]
+# ## 3. The configuration, and the two profiles
+#
+# Everything a run depends on is in one frozen dataclass. The defaults are the laptop run; the
+# smoke profile changes sizes only. Why these numbers, next to the paper's base model:
+#
+# | | paper base (WMT, 8 GPUs) | this chapter (Multi30k, 2 CPU cores) | why |
+# |---|---|---|---|
+# | layers $N$ | 6 + 6 | 3 + 3 | 29,000 short sentences do not need depth; half the layers, twice the steps per minute |
+# | $d_\text{model}$, $d_{ff}$, $h$ | 512, 2048, 8 | 256, 1024, 4 | the paper's ratios, and its $d_k = d_v = 64$ per head |
+# | tokens per batch | ≈ 25,000 + 25,000 | ≤ 3,000 target tokens (padded) | on a CPU, many small steps learn more per minute than few big ones |
+# | residual blocks | post-norm | pre-norm (chapter 2, `norm_first=True`) | trains stably at the high learning rate a short run needs; measured below |
+# | warmup, peak learning rate | 4,000 steps, 7.0e-4 | 300 steps, 2.5e-3 | an hour here is about 3,500 steps in all |
+# | dropout, label smoothing | 0.1, 0.1 | 0.1, 0.1 | as in the paper |
+# | precision | fp32 (P100 GPUs) | bf16 autocast | this CPU has bf16 matrix units (chapter 3 measured ≈1.4× at this width) |
+# | target embedding = output layer | shared (all three) | shared (target side) | section 3.4; German and English have separate vocabularies here |
+#
+# The peak learning rate is equation 3 at step `warmup`: $0.7 \cdot 256^{-0.5} \cdot 300^{-0.5}
+# \approx 2.5 \times 10^{-3}$, where the factor 0.7 is `lr_factor`.
+#
+# **Why pre-norm here.** Before the real run we trained two 5-minute pilots with identical data
+# and model sizes, scoring the first 300 validation sentences every half epoch. With the paper's
+# post-norm blocks and a gentler schedule (warmup 400, peak 1.6e-3) the validation BLEU was 1.8
+# after 4.9 minutes: the model was still writing fluent, repetitive English that ignored the
+# source. With pre-norm blocks and the schedule above it was 10.9 after 5.1 minutes, and it had
+# passed the peak learning rate without trouble. Pre-norm keeps an un-normalized path from every
+# layer's output to the input (chapter 2, section 7), so gradients reach the lower layers intact
+# early in training and a larger step size is safe. Over a long run on big data the paper's
+# post-norm can end slightly better; in a one-hour budget, the speed of the start decides.
+#
+# Training stops after 60 minutes of training time or 40 epochs, whichever comes first; the
+# validation BLEU is measured every half epoch, and the time spent measuring it is not counted.
+
+# %%
+PROFILE_ENV = "ANNOTATED_PROFILE"
+
+
+@dataclass(frozen=True)
+class Multi30kConfig:
+    """One Multi30k run: data, model, schedule, budget and decoding settings."""
+
+    # Data and vocabulary
+    train_pairs: int | None = None  # use only the first n training pairs (None: all 29,000)
+    min_freq: int = 2  # rarer training words become <unk>
+    max_tokens: int = 3000  # padded target tokens per batch (sources are held to the same budget)
+    # Model (chapter 2's ModelConfig fields)
+    N: int = 3
+    d_model: int = 256
+    d_ff: int = 1024
+    h: int = 4
+    p_drop: float = 0.1
+    norm_first: bool = True  # pre-norm (chapter 2): tolerates the higher learning rate below
+    # Training (chapter 3's TrainConfig fields)
+    warmup: int = 300
+    lr_factor: float = 0.7  # peak rate = lr_factor * d_model^-0.5 * warmup^-0.5 = 2.5e-3
+    eps_ls: float = 0.1
+    epochs: int = 40
+    max_minutes: float = 60.0  # stop once this much training time has passed
+    evals_per_epoch: int = (
+        2  # validation BLEU (greedy) this often; also a checkpoint and a snapshot
+    )
+    average_last: int = 5  # the final model averages the last this many snapshots (section 6.1)
+    val_sentences: int | None = None  # score only the first n validation sentences (None: all)
+    test_sentences: int | None = None  # the same for the final test scores
+    # Decoding (section 6.1 uses beam 4 and alpha 0.6)
+    beam: int = 4
+    length_penalty: float = 0.6
+    extra_length: int = 50  # outputs may be this much longer than their input (section 6.1)
+    seed: int = 0
+
+    def model_config(self, src_vocab: int, tgt_vocab: int) -> ModelConfig:
+        """Chapter 2's configuration for this run's model."""
+        return ModelConfig(
+            src_vocab,
+            tgt_vocab,
+            N=self.N,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            h=self.h,
+            p_drop=self.p_drop,
+            norm_first=self.norm_first,
+            tie_target_embeddings=True,
+            max_len=512,
+        )
+
+    def train_config(self, steps_per_epoch: int) -> TrainConfig:
+        """Chapter 3's configuration: as many steps as the epochs need, checkpoint at each eval."""
+        return TrainConfig(
+            max_steps=self.epochs * steps_per_epoch,
+            warmup=self.warmup,
+            lr_factor=self.lr_factor,
+            eps_ls=self.eps_ls,
+            precision="auto",
+            checkpoint_every=self.eval_every(steps_per_epoch),
+            seed=self.seed,
+        )
+
+    def eval_every(self, steps_per_epoch: int) -> int:
+        return max(1, steps_per_epoch // self.evals_per_epoch)
+
+
+PROFILES = {
+    "full": Multi30kConfig(),
+    "smoke": Multi30kConfig(
+        train_pairs=2000,
+        max_tokens=600,
+        N=1,
+        d_model=32,
+        d_ff=64,
+        h=2,
+        warmup=20,
+        lr_factor=2.0,
+        epochs=1,
+        max_minutes=2.0,
+        evals_per_epoch=1,
+        val_sentences=40,
+        test_sentences=40,
+        beam=2,
+    ),
+}
+
+
+def profile_config(name: str | None = None) -> tuple[str, Multi30kConfig]:
+    """The profile named (or by $ANNOTATED_PROFILE, default "full") and its configuration."""
+    name = name or os.environ.get(PROFILE_ENV, "full")
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {sorted(PROFILES)}")
+    return name, PROFILES[name]
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# profile, config = profile_config()  # this notebook was executed with "full"; CI runs "smoke"
+# print(f"profile: {profile}")
+# config
+
+# %% [markdown]
+# Building the vocabularies takes a few seconds: spaCy tokenizes 58,000 sentences. They are built
+# from the full training split in both profiles (the smoke profile trains on a subset, but its
+# vocabulary, and so every table below, is the real one).
+
+
+# %%
+@dataclass
+class Corpus:
+    """Tokenized, encoded Multi30k splits and their vocabularies."""
+
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    raw: dict[str, list[tuple[str, str]]]  # split -> (German, English) text pairs
+    ids: dict[str, list[tuple[list[int], list[int]]]]  # split -> (source ids, target ids)
+
+
+def vocab_settings(language: str, min_freq: int) -> dict:
+    return {
+        "language": language,
+        "min_freq": min_freq,
+        "built from": "multi30k train (29000 pairs)",
+    }
+
+
+def load_corpus(
+    min_freq: int,
+    vocab_dir: str | Path | None = None,
+    splits: Sequence[str] = ("train", "val", "test_2016_flickr"),
+) -> Corpus:
+    """Read, tokenize and encode the splits; build (or load, when saved in vocab_dir) the vocabularies."""
+    raw = {split: read_multi30k(split) for split in splits}
+    tokens = {
+        split: (tokenize([de for de, _ in pairs], "de"), tokenize([en for _, en in pairs], "en"))
+        for split, pairs in raw.items()
+    }
+    vocabs = []
+    for index, language in enumerate(("de", "en")):
+        settings = vocab_settings(language, min_freq)
+        path = None if vocab_dir is None else Path(vocab_dir) / f"vocab.{language}.json"
+        if path is not None and path.exists():
+            vocabs.append(Vocab.load(path, settings))
+            continue
+        if "train" not in tokens:
+            raise ValueError("building a vocabulary needs the train split")
+        vocab = Vocab.build(
+            tokens["train"][index],
+            min_freq,
+            **{k: v for k, v in settings.items() if k != "min_freq"},
+        )
+        if path is not None:
+            vocab.save(path)
+        vocabs.append(vocab)
+    src_vocab, tgt_vocab = vocabs
+    ids = {
+        split: [
+            (src_vocab.encode(s) + [src_vocab.specials.eos], tgt_vocab.encode(t))
+            for s, t in zip(*pair_tokens, strict=True)
+        ]
+        for split, pair_tokens in tokens.items()
+    }
+    return Corpus(src_vocab, tgt_vocab, raw, ids)
+
+
+def vocab_table(corpus: Corpus) -> pd.DataFrame:
+    """Vocabulary sizes and how often each split's tokens are unknown."""
+    rows = []
+    for index, (language, vocab) in enumerate(
+        (("German", corpus.src_vocab), ("English", corpus.tgt_vocab))
+    ):
+        row = {"language": language, "vocabulary": len(vocab)}
+        for split, pairs in corpus.ids.items():
+            ids = [i for pair in pairs for i in pair[index] if i != vocab.specials.eos]
+            row[f"<unk> in {split}"] = f"{100 * sum(i == vocab.unk for i in ids) / len(ids):.2f}%"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("language")
+
+
+# %% tags=["active-ipynb"]
+# corpus = load_corpus(config.min_freq)
+# vocab_table(corpus)
+
+# %% [markdown]
+# Sources end with `</s>` (so the encoder sees where the sentence stops); targets get `<s>` and
+# `</s>` when batched. One training pair as the model sees it:
+
+# %% tags=["active-ipynb"]
+# source_ids, target_ids = corpus.ids["train"][0]
+# pd.DataFrame(
+#     {
+#         "German tokens": [" ".join(corpus.src_vocab.decode(source_ids))],
+#         "source ids": [source_ids],
+#         "English tokens": [" ".join(corpus.tgt_vocab.decode(target_ids))],
+#         "target ids": [target_ids],
+#     }
+# ).T
+
+
+# %% [markdown]
+# ## 4. Batches by token count (section 5.1)
+#
+# The paper groups sentence pairs "by approximate sequence length" so that each batch holds about
+# 25,000 source and 25,000 target tokens. Two ideas are packed in there. A batch is measured in
+# **tokens**, not sentences, because the cost of a step and the amount of signal in it both grow
+# with tokens. And sentences of **similar length** go together, because a batch is a rectangle:
+# every sentence is padded to the longest one, and the padding is computed and thrown away.
+#
+# `token_batches` sorts all pairs by length (target, then source, with ties broken at random)
+# and cuts the sorted list into consecutive batches whose padded size stays within `max_tokens`
+# on both sides. The batches are fixed for the whole run; each epoch visits them in a new random
+# order, decided by the epoch number, so a resumed run sees exactly the batches it would have seen.
+
+
+# %%
+def token_batches(
+    pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int = 0
+) -> list[list[int]]:
+    """Indices of `pairs`, grouped by length into batches of at most max_tokens padded tokens a side."""
+    rng = random.Random(seed)
+    jitter = [rng.random() for _ in pairs]
+    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0]), jitter[i]))
+    batches, current, longest_src, longest_tgt = [], [], 0, 0
+    for i in order:
+        src_len, tgt_len = (
+            len(pairs[i][0]),
+            len(pairs[i][1]) + 1,
+        )  # +1: <s> or </s> around the target
+        if max(src_len, tgt_len) > max_tokens:
+            raise ValueError(f"pair {i} is longer than max_tokens={max_tokens}: raise the budget")
+        grow_src, grow_tgt = max(longest_src, src_len), max(longest_tgt, tgt_len)
+        if current and (len(current) + 1) * max(grow_src, grow_tgt) > max_tokens:
+            batches.append(current)
+            current, grow_src, grow_tgt = [], src_len, tgt_len
+        current.append(i)
+        longest_src, longest_tgt = grow_src, grow_tgt
+    if current:
+        batches.append(current)
+    return batches
+
+
+def make_batch(pairs: Sequence[tuple[list[int], list[int]]], specials: SpecialTokens) -> Batch:
+    """Chapter 3's Batch from (source ids, target ids) pairs: pad, and wrap targets in <s> ... </s>."""
+    src = pad_sequences([s for s, _ in pairs], specials.pad)
+    tgt = pad_sequences([[specials.bos, *t, specials.eos] for _, t in pairs], specials.pad)
+    return Batch.build(src, tgt, specials.pad)
+
+
+def padding_fraction(
+    pairs: Sequence[tuple[list[int], list[int]]], batches: Sequence[Sequence[int]]
+) -> float:
+    """Share of the source and target slots in the batches that are padding."""
+    slots = real = 0
+    for batch in batches:
+        src = [len(pairs[i][0]) for i in batch]
+        tgt = [len(pairs[i][1]) + 1 for i in batch]
+        slots += len(batch) * (max(src) + max(tgt))
+        real += sum(src) + sum(tgt)
+    return 1 - real / slots
+
+
+def batching_table(pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> pd.DataFrame:
+    """Padding wasted by three ways of batching the same pairs."""
+    ours = token_batches(pairs, max_tokens)
+    size = round(len(pairs) / len(ours))  # the same number of sentences per batch, on average
+    shuffled = list(range(len(pairs)))
+    random.Random(0).shuffle(shuffled)
+    random_batches = [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+    real = sum(len(s) + len(t) + 1 for s, t in pairs)
+    rows = [
+        ("sorted by length, token budget (ours)", padding_fraction(pairs, ours)),
+        (f"random order, {size} sentences a batch", padding_fraction(pairs, random_batches)),
+        ("every sentence padded to 72 tokens", 1 - real / (len(pairs) * 2 * 72)),
+    ]
+    return pd.DataFrame(
+        [
+            {"batching": name, "padding (% of slots)": round(100 * fraction, 1)}
+            for name, fraction in rows
+        ]
+    ).set_index("batching")
+
+
+# %% tags=["active-ipynb"]
+# batching_table(corpus.ids["train"], PROFILES["full"].max_tokens)
+
+# %% [markdown]
+# Sorting wastes almost nothing; random batches waste a good part of every step; padding every
+# sentence to a fixed 72 tokens, as the original Annotated Transformer did, spends most of the
+# computer's time on padding. The batches themselves:
+
+# %% tags=["active-ipynb"]
+# plan = token_batches(corpus.ids["train"], PROFILES["full"].max_tokens)
+# sizes = pd.DataFrame(
+#     {
+#         "sentences": [len(b) for b in plan],
+#         "padded target tokens": [
+#             len(b) * max(len(corpus.ids["train"][i][1]) + 1 for i in b) for b in plan
+#         ],
+#     }
+# )
+# sizes.describe().loc[["count", "mean", "min", "max"]].round(1)
+
+
+# %% [markdown]
+# ## 5. A fast training step on a CPU
+#
+# Before training for an hour it pays to ask where the time of one step goes. PyTorch's profiler
+# answers (run it yourself with `torch.profiler.profile`); at this size on this CPU, for chapter 2's
+# model under bf16 autocast, the matrix products took about a third of the step, which is as it
+# should be, but two things that do no learning took almost half. The label-smoothing loss built
+# several full (tokens × vocabulary) tensors; chapter 3 now computes it in closed form, from one
+# sum over the vocabulary. And the **random numbers for dropout** took about a fifth: `nn.Dropout`
+# draws one random number per element for its mask, and the CPU's random generator is slow next
+# to its bf16 matrix units.
+#
+# A mask only needs to know, for each element, whether a random number falls below $p$. Sixteen
+# random bits answer that to a precision of $1/65536$, so `FastDropout` draws 64-bit random integers,
+# reads each as four 16-bit numbers, and keeps an element when its number is at least
+# $p \cdot 65536$: a quarter of the random draws, the same distribution (up to rounding $p$ to a
+# multiple of $1/65536$), and the same scaling by $1/(1-p)$ of what is kept. `use_fast_dropout`
+# swaps it in for every `nn.Dropout` of a model; the weights, and so the checkpoints, are unchanged.
+# The benchmark (`make bench-multi30k`) measures the whole step against PyTorch's own
+# `nn.Transformer` of the same size on the same batches.
+
+
+# %%
+class FastDropout(nn.Module):
+    """Dropout whose mask comes from 16 random bits per element (a quarter of nn.Dropout's draws)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+        self.threshold = round(p * 65536) - 32768  # int16 numbers below this are dropped
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        n = x.numel()
+        words = torch.randint(
+            -(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device
+        )
+        keep = words.view(torch.int16)[:n].view(x.shape) >= self.threshold
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
+def use_fast_dropout(model: nn.Module) -> nn.Module:
+    """Replace every nn.Dropout inside `model` by FastDropout with the same p (in place)."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(module, name, FastDropout(child.p))
+    return model
+
+
+# %% [markdown]
+# ## 6. Decoding, fast: a cache of keys and values
+#
+# Chapter 4's `greedy_decode` is correct and slow: to choose word $t$ it runs the decoder over the
+# whole prefix $y_1 \dots y_{t-1}$ again, so a sentence of $n$ words costs on the order of $n^2$
+# position-passes through the decoder. But nothing about the earlier positions changes when a word
+# is added: the decoder's self-attention is masked, so position $i$ never sees positions after it.
+# Their keys and values in every layer are the same at every step.
+#
+# So we keep them. Chapter 1's `MultiHeadAttention` accepts a `KeyValueCache`: a decoder
+# self-attention appends the new position's keys and values to it and attends over everything
+# cached; the encoder-decoder attention projects the encoder output once and reuses it. Chapter 2's
+# `decode` takes the cache and only the newest token, and numbers its position from the cache's
+# length. Each step now costs one position, and the test suite checks the result is *identical*
+# to chapter 4's decoder.
+#
+# The other speed-up is doing many sentences at once: a batch of sentences costs little more per
+# step than one, because the products just grow a dimension. Sentences that have finished keep
+# receiving padding until the last one ends.
+
+
+# %%
+@contextlib.contextmanager
+def _decoding(model: EncoderDecoder) -> Iterator[None]:
+    """Inference mode for the duration: no dropout, no gradients; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def greedy_decode_cached(
+    model: EncoderDecoder, src: Tensor, src_mask: Tensor, specials: SpecialTokens, max_len: int
+) -> Tensor:
+    """Chapter 4's greedy decoding with a key/value cache: (batch, src_len) -> (batch, <= max_len)."""
+    with _decoding(model):
+        memory = model.encode(src, src_mask)
+        cache = model.empty_cache()
+        ys = torch.full((src.size(0), 1), specials.bos, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        for _ in range(max_len):
+            # Only the newest token goes in; the cache holds what came before.
+            states = model.decode(memory, src_mask, ys[:, -1:], None, cache)  # (batch, 1, d_model)
+            next_token = (
+                model.generator(states[:, -1]).argmax(dim=-1).masked_fill(finished, specials.pad)
+            )
+            ys = torch.cat([ys, next_token.unsqueeze(1)], dim=1)
+            finished |= next_token == specials.eos
+            if finished.all():
+                break
+        return ys[:, 1:]
+
+
+# %% [markdown]
+# ## 7. Decoding, well: beam search (section 6.1)
+#
+# Greedy decoding commits to the most probable word at each step, and a word that looks best now
+# can lead into a sentence that is worse overall. **Beam search** keeps the $k$ best partial
+# translations (the *beam*) instead of one. At each step every hypothesis in the beam is extended by
+# every word, each extension is scored by the sum of its words' log-probabilities, and the best
+# $k$ that have not ended are kept; an extension that ends with `</s>` is set aside as a finished
+# candidate. A sentence is done when $k$ candidates have finished (or the length limit is reached),
+# and its translation is the best finished candidate.
+#
+# Sums of log-probabilities favour short outputs: every extra word makes the sum more negative.
+# The paper uses beam size 4 and a **length penalty** $\alpha = 0.6$ (section 6.1, following Wu et
+# al., 2016): a finished candidate $Y$ is ranked by
+#
+# $$\frac{\log P(Y \mid X)}{\mathrm{lp}(Y)}, \qquad \mathrm{lp}(Y) = \frac{(5 + |Y|)^\alpha}{(5 + 1)^\alpha},$$
+#
+# which divides longer candidates' (more negative) sums by more. $\alpha = 0$ turns it off.
+#
+# Our beam search is batched: `batch × k` hypotheses go through the decoder together, with the
+# key/value cache of section 6. When the beam is reordered (a hypothesis is continued twice, another
+# is dropped), the caches are reordered the same way. With $k = 1$ it is exactly greedy decoding,
+# which the tests check.
+
+
+# %%
+def length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def beam_search(
+    model: EncoderDecoder,
+    src: Tensor,
+    src_mask: Tensor,
+    specials: SpecialTokens,
+    max_len: int,
+    beam: int = 4,
+    alpha: float = 0.6,
+) -> Tensor:
+    """Batched beam search: (batch, src_len) -> (batch, <= max_len) best ids, </s> included, padded."""
+    if beam < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    batch, device = src.size(0), src.device
+    with _decoding(model):
+        # Every sentence gets `beam` rows: (batch * beam, src_len, d_model), rows b*beam ... b*beam+k-1.
+        memory = model.encode(src, src_mask).repeat_interleave(beam, dim=0)
+        src_mask = src_mask.repeat_interleave(beam, dim=0)
+        cache = model.empty_cache()
+        ys = torch.full((batch * beam, 1), specials.bos, dtype=torch.long, device=device)
+        # Sum of log-probabilities of each live hypothesis; at the start only one per sentence is live.
+        scores = torch.full((batch, beam), -math.inf, device=device)
+        scores[:, 0] = 0.0
+        best_score = torch.full(
+            (batch,), -math.inf, device=device
+        )  # best finished, length-penalized
+        best = [[] for _ in range(batch)]  # its tokens
+        finished_count = torch.zeros(batch, dtype=torch.long, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        rows = torch.arange(batch, device=device).unsqueeze(1) * beam  # first row of each sentence
+        for step in range(1, max_len + 1):
+            states = model.decode(memory, src_mask, ys[:, -1:], None, cache)
+            log_probs = (
+                model.generator(states[:, -1]).float().log_softmax(dim=-1)
+            )  # (batch*beam, V)
+            vocab = log_probs.size(-1)
+            candidates = (scores.unsqueeze(-1) + log_probs.view(batch, beam, vocab)).view(batch, -1)
+            # 2k candidates are enough: at most k of them can end with </s>.
+            top_scores, top_index = candidates.topk(min(2 * beam, candidates.size(1)), dim=-1)
+            origin, token = (
+                top_index // vocab,
+                top_index % vocab,
+            )  # (batch, 2k): which hypothesis, which word
+            ends = token == specials.eos
+            if step == max_len:  # out of room: whatever is live ends here
+                ends = torch.ones_like(ends)
+            # Set aside the finished candidates (only those ranked within the top k count, as in
+            # the usual formulation; a finished candidate below k live ones would never win).
+            rank = torch.arange(top_scores.size(1), device=device).expand_as(top_scores)
+            finishing = ends & (rank < beam) & ~done.unsqueeze(1) & torch.isfinite(top_scores)
+            if finishing.any():
+                penalized = top_scores / length_penalty(
+                    torch.tensor(float(step), device=device), alpha
+                )
+                for b, j in finishing.nonzero().tolist():
+                    finished_count[b] += 1
+                    if penalized[b, j] > best_score[b]:
+                        best_score[b] = penalized[b, j]
+                        row = rows[b, 0] + origin[b, j]
+                        best[b] = ys[row, 1:].tolist() + [token[b, j].item()]
+            done |= finished_count >= beam
+            if done.all():
+                break
+            # The k best candidates that did not end continue.
+            live_scores = top_scores.masked_fill(ends, -math.inf)
+            keep_scores, keep = live_scores.topk(beam, dim=-1)  # (batch, k)
+            scores = keep_scores
+            chosen_rows = (rows + origin.gather(1, keep)).view(-1)  # (batch*k,) rows that continue
+            chosen_tokens = token.gather(1, keep).view(-1, 1)
+            ys = torch.cat([ys.index_select(0, chosen_rows), chosen_tokens], dim=1)
+            for own, _source in cache:
+                own.select(chosen_rows)
+        longest = max(len(tokens) for tokens in best)
+        out = torch.full((batch, longest), specials.pad, dtype=torch.long, device=device)
+        for b, tokens in enumerate(best):
+            out[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+        return out
+
+
+# %% [markdown]
+# ## 8. Translating sentences
+#
+# `translate` puts the pieces together for text in, text out: tokenize, encode, sort by length
+# and decode in batches (similar lengths again waste less), put the outputs back in input order,
+# cut each at `</s>` (chapter 4's `until_eos`), turn ids into tokens and tokens into text. An empty input line gives an empty
+# output line. The command-line filter `python -m annotated.translate` is a thin wrapper around it.
+#
+# **Unknown words.** A word vocabulary cannot spell a word it does not have, so where the model is
+# unsure it writes `<unk>`, typically for a name, a number or a rare noun. Such words are often
+# the same in both languages ("Giants", "3", "Mercedes"), so the classic remedy (Luong et al., 2015;
+# Jean et al., 2015) is to copy the source word the model was looking at: `copy_unknowns` runs the
+# model once more over the source and the output with the last layer's encoder-decoder attention
+# kept, and replaces each `<unk>` by the source word that attention (averaged over the heads)
+# weighs most. It changes nothing else in the output. The validation curve during training is
+# measured without it, on the bare model; the final scores use it, and section 11 shows both.
+
+
+# %%
+def decode_ids(
+    model: EncoderDecoder,
+    sources: Sequence[list[int]],
+    specials_src: SpecialTokens,
+    specials_tgt: SpecialTokens,
+    beam: int = 1,
+    alpha: float = 0.6,
+    extra_length: int = 50,
+    batch_tokens: int = 4000,
+) -> list[list[int]]:
+    """Target ids for each source id list (ending in </s>), decoded in length-sorted batches."""
+    device = next(model.parameters()).device
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    results: list[list[int]] = [[] for _ in sources]
+    start = 0
+    while start < len(order):
+        # Grow the batch while its padded size (times the beam) stays within the budget.
+        end = start + 1
+        while (
+            end < len(order) and (end + 1 - start) * len(sources[order[end]]) * beam <= batch_tokens
+        ):
+            end += 1
+        chunk = order[start:end]
+        src = pad_sequences([sources[i] for i in chunk], specials_src.pad).to(device)
+        src_mask = (src != specials_src.pad).unsqueeze(-2)
+        max_len = src.size(1) + extra_length
+        if beam == 1:
+            out = greedy_decode_cached(model, src, src_mask, specials_tgt, max_len)
+        else:
+            out = beam_search(model, src, src_mask, specials_tgt, max_len, beam, alpha)
+        for i, ids in zip(chunk, until_eos(out, specials_tgt), strict=True):
+            results[i] = ids
+        start = end
+    return results
+
+
+@dataclass
+class Translator:
+    """A trained model with its vocabularies: German text in, English text out."""
+
+    model: EncoderDecoder
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam: int = 1,
+        alpha: float = 0.6,
+        copy_unknowns: bool = True,
+    ) -> list[str]:
+        """One English sentence per German sentence; empty lines stay empty."""
+        texts = [s.strip() for s in sentences]
+        wanted = [i for i, text in enumerate(texts) if text]
+        words = tokenize([texts[i] for i in wanted], "de")
+        sources = [self.src_vocab.encode(w) + [self.src_vocab.specials.eos] for w in words]
+        outputs = decode_ids(
+            self.model, sources, self.src_vocab.specials, self.tgt_vocab.specials, beam, alpha
+        )
+        tokens = [self.tgt_vocab.decode(ids) for ids in outputs]
+        if copy_unknowns:
+            tokens = self.copy_unknowns(words, sources, outputs, tokens)
+        translations = [""] * len(texts)
+        for i, output in zip(wanted, tokens, strict=True):
+            translations[i] = detokenize(output)
+        return translations
+
+    def copy_unknowns(
+        self,
+        words: Sequence[list[str]],
+        sources: Sequence[list[int]],
+        outputs: Sequence[list[int]],
+        tokens: list[list[str]],
+    ) -> list[list[str]]:
+        """Replace each output <unk> by the source word the last layer's source attention favours."""
+        unk, specials = self.tgt_vocab.unk, self.tgt_vocab.specials
+        todo = [i for i, ids in enumerate(outputs) if unk in ids]
+        if not todo:
+            return tokens
+        src = pad_sequences([sources[i] for i in todo], self.src_vocab.specials.pad)
+        tgt = pad_sequences([[specials.bos, *outputs[i]] for i in todo], specials.pad)
+        src_mask = (src != self.src_vocab.specials.pad).unsqueeze(-2)
+        attention = self.model.decoder.layers[-1].src_attn
+        attention.keep_weights = True
+        try:
+            with _decoding(self.model):
+                self.model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))
+            weights = attention.weights.mean(dim=1)  # (sentences, tgt_len, src_len), heads averaged
+        finally:
+            attention.keep_weights, attention.weights = False, None
+        tokens = [list(t) for t in tokens]
+        for row, i in enumerate(todo):
+            for position, token in enumerate(outputs[i]):
+                if token == unk:
+                    # Query `position` reads the token before and predicted this one; look only at
+                    # real words (not </s>).
+                    best = int(weights[row, position, : len(words[i])].argmax())
+                    tokens[i][position] = words[i][best]
+        return tokens
+
+    @classmethod
+    def load(cls, checkpoint: str | Path) -> Translator:
+        """The model of a training run's checkpoint, with the vocabularies saved beside it."""
+        checkpoint = Path(checkpoint)
+        if not checkpoint.exists():
+            raise FileNotFoundError(
+                f"no checkpoint at {checkpoint}. Train one with `make train-multi30k` "
+                "(or `python -m annotated.train multi30k`), or pass --checkpoint PATH."
+            )
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        model = make_model(ModelConfig(**state["model_config"]))
+        model.load_state_dict(state["model"])
+        model.eval()
+        folder = checkpoint.parent
+        vocabs = [Vocab.load(folder / f"vocab.{language}.json") for language in ("de", "en")]
+        for vocab, size in zip(
+            vocabs, (model.config.src_vocab, model.config.tgt_vocab), strict=True
+        ):
+            if len(vocab) != size:
+                raise ValueError(
+                    f"{folder}: the vocabulary ({len(vocab)}) does not fit the model ({size})"
+                )
+        return cls(model, *vocabs)
+
+
+# %% [markdown]
+# ## 9. Scoring: BLEU and chrF
+#
+# **BLEU** (Papineni et al., 2002) counts how many of the output's word n-grams ($n$ = 1 to 4)
+# also occur in the reference, takes the geometric mean of the four precisions, and multiplies by
+# a penalty for outputs shorter than the references. It is computed over the whole test set at
+# once, not averaged over sentences. **chrF** (Popović, 2015) does the same with character
+# n-grams and balances precision with recall; it is kinder to a word with the right stem and the
+# wrong ending.
+#
+# BLEU numbers are only comparable when computed the same way: the same references, the same
+# tokenization of both sides, cased or not. sacreBLEU (Post, 2018) fixes all of these and prints a
+# **signature** that says exactly which choices were made. We score detokenized output against the
+# untouched reference text with sacreBLEU's defaults (cased, its standard `13a` tokenization) and
+# print the signature with every score.
+
+
+# %%
+def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
+    """Corpus BLEU and chrF of detokenized hypotheses against raw references, with signatures."""
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    return {
+        "BLEU": round(bleu.corpus_score(list(hypotheses), [list(references)]).score, 2),
+        "chrF": round(chrf.corpus_score(list(hypotheses), [list(references)]).score, 2),
+        "BLEU signature": str(bleu.get_signature()),
+        "chrF signature": str(chrf.get_signature()),
+    }
+
+
+def evaluate_split(
+    translator: Translator,
+    corpus: Corpus,
+    split: str,
+    limit: int | None,
+    beam: int,
+    alpha: float,
+    copy_unknowns: bool = True,
+) -> tuple[dict, list[str]]:
+    """Scores and translations of a split's first `limit` sentences (all when None)."""
+    pairs = corpus.raw[split][:limit]
+    hypotheses = translator.translate([de for de, _ in pairs], beam, alpha, copy_unknowns)
+    return score(hypotheses, [en for _, en in pairs]), hypotheses
+
+
+# %% [markdown]
+# ## 10. Training
+#
+# `train_multi30k` is the whole run, and `make train-multi30k` calls it. It reuses chapter 3's
+# `train` unchanged: the batches of step $s$ are a pure function of $s$ (epoch $s /$ steps per
+# epoch, and that epoch's seeded order), the checkpoint holds the model, optimizer, scheduler and
+# random states, and every half epoch the hook scores the validation set with greedy decoding and
+# saves a checkpoint. Everything goes in one run folder:
+#
+# * `checkpoint.pt`, the model and everything needed to resume (written atomically);
+# * `vocab.de.json`, `vocab.en.json`, the vocabularies with their settings;
+# * `history.csv`, loss, learning rate, tokens and seconds per step;
+# * `evals.csv`, validation BLEU against training time;
+# * `snapshots/`, the weights at each of the last five evaluations, and `averaged.pt`, their average.
+#
+# **Checkpoint averaging (section 6.1).** The paper's base models are not the weights of the last
+# step but the average of the last 5 checkpoints, written 10 minutes apart (the big models: the
+# last 20). Late in training, each step moves the weights around a good region rather than into it,
+# and the learning rate is still large enough that the last step's weights sit at a random spot of
+# that walk. Their average sits nearer the middle, and usually translates better. It costs nothing
+# during training, so we do the same with the snapshots of the last five half-epoch evaluations
+# (about the last 7 minutes of our hour); the scores below compare the last weights with the average.
+#
+# Stop it at any point (Ctrl-C, a closed laptop, a killed process): run it again and it continues
+# from the last checkpoint, on the same data in the same order. A finished run is not trained
+# again; running it again just loads it. Training time is the sum of the steps' own times, so the
+# minutes do not include the evaluations, nor any time the run was stopped.
+
+
+# %%
+# The repository's runs/ folder (found from the package, since a notebook has no __file__).
+RUNS_DIR = Path(annotated.__file__).resolve().parent.parent / "runs"
+
+
+@dataclass
+class Run:
+    """A finished (or stopped) training run and what it produced."""
+
+    config: Multi30kConfig
+    folder: Path
+    translator: Translator
+    corpus: Corpus
+    history: pd.DataFrame
+    evals: pd.DataFrame
+    averaged: Translator | None = None  # the average of the last snapshots, when there are any
+    outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by final_scores
+
+
+def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(columns))
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        frame.to_csv(handle, index=False)
+
+
+EVAL_COLUMNS = ("step", "epoch", "train minutes", "val BLEU")
+
+
+def train_multi30k(
+    config: Multi30kConfig, folder: str | Path, progress: bool = True, corpus: Corpus | None = None
+) -> Run:
+    """Train (or resume, or just load) a Multi30k model in `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = corpus or load_corpus(config.min_freq, folder)
+    for vocab, language in ((corpus.src_vocab, "de"), (corpus.tgt_vocab, "en")):
+        path = folder / f"vocab.{language}.json"
+        if not path.exists():
+            vocab.save(path)
+        elif Vocab.load(path, vocab.settings) != vocab:
+            raise ValueError(
+                f"{path} differs from the vocabulary of the corpus given: use another folder, "
+                "or delete the run to start over"
+            )
+    pairs = corpus.ids["train"][: config.train_pairs]
+    plan = token_batches(pairs, config.max_tokens, config.seed)
+    steps_per_epoch = len(plan)
+    train_config = config.train_config(steps_per_epoch)
+    model_config = config.model_config(len(corpus.src_vocab), len(corpus.tgt_vocab))
+    torch.manual_seed(config.seed)
+    model = use_fast_dropout(make_model(model_config))
+    specials = corpus.tgt_vocab.specials
+    if specials != corpus.src_vocab.specials:
+        raise ValueError("source and target vocabularies must give the specials the same ids")
+
+    def batches(step: int) -> list[Batch]:
+        epoch, index = divmod(step, steps_per_epoch)
+        order = list(range(steps_per_epoch))
+        random.Random(config.seed * 1_000_003 + epoch).shuffle(order)
+        return [make_batch([pairs[i] for i in plan[order[index]]], specials)]
+
+    checkpoint = folder / "checkpoint.pt"
+    evals = _read_csv(folder / "evals.csv", EVAL_COLUMNS)
+    seconds = 0.0
+    if checkpoint.exists():
+        seconds = sum(
+            row["seconds"]
+            for row in load_checkpoint(checkpoint, model_config, train_config)["history"]
+        )
+    translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab)
+    every = config.eval_every(steps_per_epoch)
+
+    def on_step(row: dict) -> bool:
+        nonlocal seconds, evals
+        seconds += row["seconds"]
+        out_of_time = seconds >= config.max_minutes * 60
+        if row["step"] % every == 0 or out_of_time or row["step"] == train_config.max_steps:
+            scores, _ = evaluate_split(
+                translator, corpus, "val", config.val_sentences, 1, 0.0, copy_unknowns=False
+            )
+            line = {
+                "step": row["step"],
+                "epoch": round(row["step"] / steps_per_epoch, 2),
+                "train minutes": round(seconds / 60, 2),
+                "val BLEU": scores["BLEU"],
+            }
+            evals = pd.concat(
+                [evals[evals.step < row["step"]], pd.DataFrame([line])], ignore_index=True
+            )
+            _write_csv(evals, folder / "evals.csv")
+            save_snapshot(model, folder, row["step"], config.average_last)
+            if progress:
+                print(
+                    f"step {line['step']} (epoch {line['epoch']}): {line['train minutes']} min, "
+                    f"val BLEU {line['val BLEU']}",
+                    flush=True,
+                )
+        return out_of_time
+
+    if seconds < config.max_minutes * 60:
+        history = train(
+            model, batches, train_config, checkpoint, progress=progress, on_step=on_step
+        )
+    else:  # the time budget is spent: load the result, train no more
+        state = load_checkpoint(checkpoint, model_config, train_config)
+        model.load_state_dict(state["model"])
+        history = pd.DataFrame(
+            state["history"], columns=["step", "loss", "lr", "tokens", "seconds"]
+        )
+    _write_csv(history, folder / "history.csv")
+    model.eval()
+    snapshots = sorted((folder / "snapshots").glob("step-*.pt"))[-config.average_last :]
+    averaged = None
+    if snapshots:
+        averaged_model = make_model(model_config)
+        averaged_model.load_state_dict(average_snapshots(snapshots))
+        with atomic_write(folder / "averaged.pt") as handle:
+            torch.save(
+                {
+                    "model": averaged_model.state_dict(),
+                    "model_config": dataclasses.asdict(model_config),
+                    "averaged": [path.name for path in snapshots],
+                },
+                handle,
+            )
+        averaged = Translator(averaged_model.eval(), corpus.src_vocab, corpus.tgt_vocab)
+    return Run(config, folder, translator, corpus, history, evals, averaged)
+
+
+def save_snapshot(model: EncoderDecoder, folder: Path, step: int, keep: int) -> None:
+    """Save the model's weights as snapshots/step-NNNNNN.pt, keeping only the last `keep`."""
+    path = folder / "snapshots" / f"step-{step:06d}.pt"
+    path.parent.mkdir(exist_ok=True)
+    with atomic_write(path) as handle:
+        state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config)}
+        torch.save({"step": step, **state}, handle)
+    for old in sorted(path.parent.glob("step-*.pt"))[:-keep]:
+        old.unlink()
+
+
+def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
+    """The element-wise mean of the weights saved in `paths` (checkpoint averaging)."""
+    if not paths:
+        raise ValueError("nothing to average: no snapshots given")
+    total: dict[str, Tensor] = {}
+    config = None
+    for path in paths:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+        if config is not None and saved["model_config"] != config:
+            raise ValueError(f"snapshots of different models cannot be averaged: {list(paths)}")
+        config = saved["model_config"]
+        for name, tensor in saved["model"].items():
+            total[name] = total.get(name, 0) + tensor.double()  # sum in float64, then divide
+    return {name: (value / len(paths)).float() for name, value in total.items()}
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# run = train_multi30k(config, RUNS_DIR / f"multi30k-{profile}", corpus=corpus)
+# print(
+#     f"{count_parameters(run.translator.model) / 1e6:.1f}M parameters, "
+#     f"{run.history.step.max()} steps, {run.history.seconds.sum() / 60:.1f} training minutes, "
+#     f"{run.history.tokens.sum() / run.history.seconds.sum():.0f} target tokens/s"
+# )
+
+# %% [markdown]
+# The curves of the run: the training loss per step (smoothed over 50 steps; it is the label-smoothed
+# KL of chapter 3, so it cannot reach 0) and the validation BLEU measured on the way, both against
+# training minutes.
+
+
+# %%
+def training_chart(history: pd.DataFrame, evals: pd.DataFrame) -> alt.VConcatChart:
+    """Training loss and validation BLEU against training minutes."""
+    minutes = history.seconds.cumsum() / 60
+    loss = pd.DataFrame(
+        {
+            "train minutes": minutes,
+            "loss": history.loss.rolling(50, min_periods=1).mean(),
+            "step": history.step,
+        }
+    ).iloc[:: max(1, len(history) // 400)]  # about 400 points are plenty for the eye
+    loss_chart = (
+        alt.Chart(rounded(loss, 3))
+        .mark_line()
+        .encode(
+            x=alt.X("train minutes:Q", title="training time (minutes)"),
+            y=alt.Y("loss:Q", title="training loss (KL, per token)", scale=alt.Scale(type="log")),
+            tooltip=["step", "train minutes", "loss"],
+        )
+        .properties(width=460, height=180, title="Training loss")
+    )
+    bleu_chart = (
+        alt.Chart(rounded(evals.astype(float), 2))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("train minutes:Q", title="training time (minutes)"),
+            y=alt.Y("val BLEU:Q", title="validation BLEU (greedy)"),
+            tooltip=["step", "epoch", "train minutes", "val BLEU"],
+        )
+        .properties(width=460, height=180, title="Validation BLEU, measured every half epoch")
+    )
+    return alt.vconcat(loss_chart, bleu_chart).properties(title="The Multi30k run")
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# training_chart(run.history, run.evals)
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# milestones = {
+#     threshold: run.evals[run.evals["val BLEU"] >= threshold]["train minutes"].min()
+#     for threshold in (30, 35)
+# }
+# for threshold, minutes in milestones.items():
+#     reached = f"after {minutes:.1f} training minutes" if minutes == minutes else "not reached"
+#     print(f"validation BLEU {threshold} (greedy, last weights): {reached}")
+
+# %% [markdown]
+# ## 11. How good is it?
+#
+# The scores, with greedy decoding and with beam search (size 4, $\alpha = 0.6$, as section 6.1),
+# on the validation set and on the 2016 Flickr test set. `final_scores` saves them in the run
+# folder as `scores.json` (the benchmark reads them from there).
+
+
+# %%
+def final_scores(run: Run) -> pd.DataFrame:
+    """BLEU and chrF on val and test_2016_flickr: last and averaged weights, greedy and beam."""
+    final = run.averaged or run.translator
+    weights = f"average of last {run.config.average_last}" if run.averaged else "last"
+    beam = run.config.beam
+    setups = [
+        ("last", run.translator, "greedy", 1, False),
+        (weights, final, "greedy", 1, False),
+        (weights, final, "greedy", 1, True),
+        (weights, final, f"beam {beam}", beam, True),
+    ]
+    if run.averaged is None:
+        setups.pop(1)
+    rows, outputs = [], {}
+    for split, limit in (
+        ("val", run.config.val_sentences),
+        ("test_2016_flickr", run.config.test_sentences),
+    ):
+        for weights_name, translator, name, width, copy in setups:
+            started = time.perf_counter()
+            scores, hypotheses = evaluate_split(
+                translator, run.corpus, split, limit, width, run.config.length_penalty, copy
+            )
+            seconds = time.perf_counter() - started
+            rows.append(
+                {
+                    "split": split,
+                    "weights": weights_name,
+                    "decoding": name,
+                    "<unk> copied": "yes" if copy else "no",
+                    **scores,
+                    "sentences/s": round(len(hypotheses) / seconds, 1),
+                }
+            )
+            if copy:
+                outputs[f"{split} {name}"] = hypotheses
+    frame = pd.DataFrame(rows)
+    with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
+        json.dump({"scores": rows, "step": int(run.history.step.max())}, handle, indent=1)
+    run.outputs = outputs
+    return frame
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# scores = final_scores(run)
+# scores[["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]]
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# print(scores["BLEU signature"][0])
+# print(scores["chrF signature"][0])
+
+# %% [markdown]
+# Some test sentences, with the reference and both decodings:
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# picks = [0, 1, 2, 3, 10, 20, 30]
+# pd.set_option("display.max_colwidth", None)
+# pd.DataFrame(
+#     {
+#         "German": [run.corpus.raw["test_2016_flickr"][i][0] for i in picks],
+#         "reference": [run.corpus.raw["test_2016_flickr"][i][1] for i in picks],
+#         "greedy": [run.outputs["test_2016_flickr greedy"][i] for i in picks],
+#         f"beam {run.config.beam}": [run.outputs[f"test_2016_flickr beam {run.config.beam}"][i] for i in picks],
+#     }
+# )
+
+# %% [markdown]
+# And the command-line filter, which is what you would use after training (it loads the
+# checkpoint and vocabularies from the run folder):
+#
+# ```
+# echo "Zwei Hunde spielen im Schnee." | python -m annotated.translate --beam 4
+# ```
+
+# %% [markdown]
+# ## 12. What the attention looks at
+#
+# Every attention module can keep its last weights (`keep_weights`, chapter 1). We translate one
+# test sentence, then run the model once more over the source and the translation (teacher
+# forcing: the decoder reads `<s>` and the translation) with the weights kept, and draw all three
+# kinds: the encoder's self-attention (German attending to German), the decoder's self-attention
+# (English prefix attending to itself, never to the future), and the decoder's attention to the
+# source. Pick the layer and the head with the menus; hover for the exact weight.
+#
+# The labels follow what each row and column is. A row is a *query* position and a column a *key*
+# position. In the decoder, the query at position $i$ reads the token fed in there (`<s>` first,
+# then the translation's words) and produces the prediction of the next word, so its row is
+# labelled "reads → predicts"; the original Annotated Transformer labelled these axes with the
+# wrong tokens.
+
+
+# %%
+def attention_maps(translator: Translator, sentence: str) -> pd.DataFrame:
+    """Every attention weight of every layer and head for one sentence and its greedy translation."""
+    model = translator.model
+    source_tokens = tokenize([sentence], "de")[0]
+    src_ids = translator.src_vocab.encode(source_tokens) + [translator.src_vocab.specials.eos]
+    specials = translator.tgt_vocab.specials
+    src = torch.tensor([src_ids])
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    out = until_eos(
+        greedy_decode_cached(model, src, src_mask, specials, len(src_ids) + 50), specials
+    )[0]
+    tgt = torch.tensor([[specials.bos, *out]])
+    src_labels = [f"{i} {t}" for i, t in enumerate(translator.src_vocab.decode(src_ids))]
+    reads = translator.tgt_vocab.decode(tgt[0].tolist())
+    predicts = translator.tgt_vocab.decode([*out, specials.eos])
+    tgt_labels = [f"{i} {r} → {p}" for i, (r, p) in enumerate(zip(reads, predicts, strict=True))]
+    modules = {
+        "encoder self-attention": [
+            (layer.self_attn, src_labels, src_labels) for layer in model.encoder.layers
+        ],
+        "decoder self-attention": [
+            (layer.self_attn, tgt_labels, tgt_labels) for layer in model.decoder.layers
+        ],
+        "decoder-source attention": [
+            (layer.src_attn, tgt_labels, src_labels) for layer in model.decoder.layers
+        ],
+    }
+    every = [module for entries in modules.values() for module, _, _ in entries]
+    for module in every:
+        module.keep_weights = True
+    try:
+        with _decoding(model):
+            model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))
+        rows = []
+        for kind, entries in modules.items():
+            for layer, (module, queries, keys) in enumerate(entries, start=1):
+                weights = module.weights[0]  # (h, len_q, len_k)
+                for head in range(weights.size(0)):
+                    for q, query in enumerate(queries):
+                        for k, key in enumerate(keys):
+                            rows.append(
+                                {
+                                    "kind": kind,
+                                    "layer": layer,
+                                    "head": head + 1,
+                                    "query": query,
+                                    "key": key,
+                                    "weight": weights[head, q, k].item(),
+                                }
+                            )
+    finally:
+        for module in every:
+            module.keep_weights, module.weights = False, None
+    return pd.DataFrame(rows)
+
+
+def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
+    """Heatmaps of the three kinds of attention, with a layer and a head menu."""
+    layer = alt.param(
+        name="layer",
+        value=1,
+        bind=alt.binding_select(options=sorted(frame.layer.unique()), name="layer "),
+    )
+    head = alt.param(
+        name="head",
+        value=1,
+        bind=alt.binding_select(options=sorted(frame["head"].unique()), name="head "),
+    )
+    charts = []
+    for kind in frame.kind.unique():
+        part = frame[frame.kind == kind].drop(columns="kind")  # each chart carries only its rows
+        charts.append(
+            alt.Chart(rounded(part, 3))
+            .mark_rect()
+            .encode(
+                x=alt.X(
+                    "key:N", sort=None, title="key (attended to)", axis=alt.Axis(labelAngle=-60)
+                ),
+                y=alt.Y("query:N", sort=None, title="query (attending)"),
+                color=alt.Color(
+                    "weight:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"), title="weight"
+                ),
+                tooltip=["layer", "head", "query", "key", "weight"],
+            )
+            .transform_filter((alt.datum.layer == layer) & (alt.datum.head == head))
+            .properties(width=240, height=240, title=kind)
+        )
+    return (
+        alt.hconcat(*charts)
+        .add_params(layer, head)
+        .properties(title="Attention weights for one test sentence (pick a layer and a head)")
+    )
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# maps = attention_maps(run.averaged or run.translator, run.corpus.raw["test_2016_flickr"][8][0])
+# attention_map_chart(maps)
+
+# %% [markdown]
+# ## 13. Where this differs, and what limits it
+#
+# * **From the paper.** A smaller model (3 + 3 layers of width 256), a much smaller batch and a
+#   shorter warmup, chosen for two CPU cores and one hour (section 3 of this chapter says why);
+#   a word vocabulary per language instead of a shared byte-pair one, so only the target embedding
+#   and the output layer share weights; pre-norm blocks; bf16 autocast instead of fp32; the last five
+#   half-epoch snapshots averaged instead of five 10-minute checkpoints. The optimizer, equation 3's
+#   schedule shape, dropout, label smoothing and the beam search settings are the paper's.
+# * **From the original Annotated Transformer.** It no longer runs as published (a dead data URL,
+#   torchtext retired, a GPU needed); it built its vocabulary with the test data in sight, padded every
+#   batch to a fixed length, decoded greedily without a cache, had no beam search, and never reported
+#   a BLEU score. Here the vocabulary sees only training data, batches are packed by length, the decoder
+#   is cached and batched, beam search is there, and the scores come with sacreBLEU's signature.
+# * **What limits the score.** Multi30k is small: with 29,000 training sentences, words seen
+#   once or twice cannot be learned well, and the `<unk>` rate of the test set (the vocabulary
+#   table above) puts a ceiling on what a word-level model can get right. Subword units (chapter 6)
+#   remove `<unk>` entirely.
+#
+# **This run, honestly.** One hour of training on this machine's two cores (3,195 steps, 21 epochs,
+# about 2,400 target tokens per second) gave 36.6 BLEU with beam search and 36.1 greedy on the 2016
+# test set, after averaging and copying unknown words; the last weights alone, decoded greedily, gave
+# 34.5. The validation BLEU passed 30 after 20 minutes and never reached 35 with the bare model. That
+# is short of the targets this chapter set itself (42 with beam search, 40 greedy, 35 on validation
+# within 15 minutes) and a little below a plain post-norm baseline measured on the same machine
+# (38.0 greedy after an hour). The curves say why: the high learning rate that made the first ten
+# minutes fast keeps the validation score bouncing between 32 and 35 for the whole second half hour,
+# because equation 3 decays it only as $1/\sqrt{\text{step}}$. Averaging recovers part of that
+# (+1.3 BLEU greedy on the test set), and a schedule that brings the rate down to zero by the end of
+# the budget is the obvious next experiment. What the run does show is the machinery working end to
+# end on a laptop: the same code trains, resumes, averages, decodes with a cache and a beam, and
+# reports scores that anyone can reproduce from the signature above.
