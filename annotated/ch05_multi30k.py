@@ -52,7 +52,7 @@ import torch
 from torch import Tensor, nn
 
 import annotated
-from annotated.ch01_attention import subsequent_mask
+from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -849,7 +849,7 @@ def decode_ids(
             end += 1
         chunk = order[start:end]
         src = pad_sequences([sources[i] for i in chunk], specials_src.pad).to(device)
-        src_mask = (src != specials_src.pad).unsqueeze(-2)
+        src_mask = padding_mask(src, specials_src.pad)
         max_len = src.size(1) + extra_length
         if beam == 1:
             out = greedy_decode_cached(model, src, src_mask, specials_tgt, max_len)
@@ -906,7 +906,7 @@ class Translator:
             return tokens
         src = pad_sequences([sources[i] for i in todo], self.src_vocab.specials.pad)
         tgt = pad_sequences([[specials.bos, *outputs[i]] for i in todo], specials.pad)
-        src_mask = (src != self.src_vocab.specials.pad).unsqueeze(-2)
+        src_mask = padding_mask(src, self.src_vocab.specials.pad)
         attention = self.model.decoder.layers[-1].src_attn
         attention.keep_weights = True
         try:
