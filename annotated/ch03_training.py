@@ -174,6 +174,13 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # In PyTorch a schedule is a `LambdaLR`: it multiplies the optimizer's base rate by a function
 # of the number of optimizer steps taken so far. We give Adam a base rate of 1 and let the
 # function return equation 3. `LambdaLR` counts from 0, the paper from 1, hence the `+ 1`.
+#
+# One addition the paper does not have, off by default: `cooldown`. Equation 3 never lets the rate
+# reach 0, and on a small dataset trained for a fixed budget the last steps then keep jumping
+# around the minimum instead of settling into it. With `cooldown = c`, the rate of the last $c$
+# steps is equation 3 times a straight line from 1 down to $1/c$ at the final step. Chapter 5
+# uses it; with it, a run's schedule depends on its length, so a finished run can no longer be
+# extended by raising `max_steps`.
 
 
 # %%
@@ -191,6 +198,7 @@ class TrainConfig:
     max_steps: int = 100_000  # optimizer steps (the base model: 100K, section 5.2)
     warmup: int = 4000  # warmup_steps of equation 3
     lr_factor: float = 1.0  # multiplies equation 3 (the paper: 1)
+    cooldown: int = 0  # last steps over which the rate falls linearly to 0 (the paper: none)
     beta1: float = 0.9  # Adam (section 5.3)
     beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -210,6 +218,11 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.eps_ls must be in [0, 1), got {self.eps_ls}")
         if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
             raise ValueError(f"Adam's betas must be in [0, 1), got {self.beta1}, {self.beta2}")
+        if not 0 <= self.cooldown <= self.max_steps:
+            raise ValueError(
+                f"TrainConfig.cooldown must be between 0 and max_steps ({self.max_steps}), "
+                f"got {self.cooldown}"
+            )
         if self.lr_factor <= 0 or self.adam_eps <= 0:
             raise ValueError("lr_factor and adam_eps must be positive")
         if self.precision not in ("auto", "bf16", "fp32"):
@@ -218,16 +231,24 @@ class TrainConfig:
             raise ValueError("checkpoint_every must be 0 (only at the end) or positive")
 
 
+def cooled_rate(step: int, d_model: int, config: TrainConfig) -> float:
+    """Equation 3, times a linear fall to 0 over the last `config.cooldown` steps (if any)."""
+    lr = rate(step, d_model, config.warmup, config.lr_factor)
+    if config.cooldown:
+        lr *= min(1.0, (config.max_steps - step + 1) / config.cooldown)
+    return lr
+
+
 def make_optimizer(
     model: nn.Module, config: TrainConfig
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with the paper's betas and epsilon, scheduled by equation 3."""
+    """Adam with the paper's betas and epsilon, scheduled by equation 3 (and the cooldown)."""
     d_model = model.config.d_model
     optimizer = torch.optim.Adam(
         model.parameters(), lr=1.0, betas=(config.beta1, config.beta2), eps=config.adam_eps
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda taken: rate(taken + 1, d_model, config.warmup, config.lr_factor)
+        optimizer, lambda taken: cooled_rate(taken + 1, d_model, config)
     )
     return optimizer, scheduler
 
@@ -606,9 +627,11 @@ def load_checkpoint(
     differences = _config_differences(state["model_config"], dataclasses.asdict(model_config))
     if train_config is not None:
         # How long to train and how often to save do not change the steps already taken, so a
-        # finished run can be extended; everything else must match.
-        free = {"max_steps", "checkpoint_every"}
-        saved = {k: v for k, v in state["train_config"].items() if k not in free}
+        # finished run can be extended (unless a cooldown ties the schedule to its end);
+        # everything else must match. Runs saved before `cooldown` existed had none.
+        free = {"checkpoint_every"} | ({"max_steps"} if not train_config.cooldown else set())
+        saved = {"cooldown": 0, **state["train_config"]}
+        saved = {k: v for k, v in saved.items() if k not in free}
         current = {k: v for k, v in dataclasses.asdict(train_config).items() if k not in free}
         differences += _config_differences(saved, current)
     if differences:

@@ -262,8 +262,9 @@ class Vocab:
 # | $d_\text{model}$, $d_{ff}$, $h$ | 512, 2048, 8 | 256, 1024, 4 | the paper's ratios, and its $d_k = d_v = 64$ per head |
 # | tokens per batch | ≈ 25,000 + 25,000 | ≤ 3,000 target tokens (padded) | on a CPU, many small steps learn more per minute than few big ones |
 # | residual blocks | post-norm | pre-norm (chapter 2, `norm_first=True`) | trains stably at the high learning rate a short run needs; measured below |
-# | warmup, peak learning rate | 4,000 steps, 7.0e-4 | 300 steps, 2.5e-3 | an hour here is about 3,500 steps in all |
-# | dropout, label smoothing | 0.1, 0.1 | 0.1, 0.1 | as in the paper |
+# | warmup, peak learning rate | 4,000 steps, 7.0e-4 | 300 steps, 2.5e-3 | an hour here is about 3,000 steps in all |
+# | after the peak | $1/\sqrt{step}$ to the end | $1/\sqrt{step}$, then linearly to 0 over the last 10 epochs | a fixed budget should end with small, settling steps (the first run, below, shows why) |
+# | dropout, label smoothing | 0.1, 0.1 | 0.2, 0.1 | 20 passes over 29,000 sentences overfit at 0.1 |
 # | precision | fp32 (P100 GPUs) | bf16 autocast | this CPU has bf16 matrix units (chapter 3 measured ≈1.4× at this width) |
 # | target embedding = output layer | shared (all three) | shared (target side) | section 3.4; German and English have separate vocabularies here |
 #
@@ -280,7 +281,8 @@ class Vocab:
 # early in training and a larger step size is safe. Over a long run on big data the paper's
 # post-norm can end slightly better; in a one-hour budget, the speed of the start decides.
 #
-# Training stops after 60 minutes of training time or 40 epochs, whichever comes first; the
+# Training runs 20 epochs, about 58 minutes on the machine of the committed run; a 60-minute limit
+# on training time stops it early on a slower computer (the rate then ends a little above 0). The
 # validation BLEU is measured every half epoch, and the time spent measuring it is not counted.
 
 # %%
@@ -300,14 +302,15 @@ class Multi30kConfig:
     d_model: int = 256
     d_ff: int = 1024
     h: int = 4
-    p_drop: float = 0.1
+    p_drop: float = 0.2  # the paper's 0.1 overfits 29,000 sentences within 20 epochs
     norm_first: bool = True  # pre-norm (chapter 2): tolerates the higher learning rate below
     # Training (chapter 3's TrainConfig fields)
     warmup: int = 300
     lr_factor: float = 0.7  # peak rate = lr_factor * d_model^-0.5 * warmup^-0.5 = 2.5e-3
     eps_ls: float = 0.1
-    epochs: int = 40
-    max_minutes: float = 60.0  # stop once this much training time has passed
+    epochs: int = 20  # about 58 minutes on the 2-core machine of the committed run
+    cooldown_epochs: float = 10.0  # the rate falls linearly to 0 over the last this many epochs
+    max_minutes: float = 60.0  # stop once this much training time has passed (a safety net)
     evals_per_epoch: int = (
         2  # validation BLEU (greedy) this often; also a checkpoint and a snapshot
     )
@@ -341,6 +344,7 @@ class Multi30kConfig:
             max_steps=self.epochs * steps_per_epoch,
             warmup=self.warmup,
             lr_factor=self.lr_factor,
+            cooldown=round(self.cooldown_epochs * steps_per_epoch),
             eps_ls=self.eps_ls,
             precision="auto",
             checkpoint_every=self.eval_every(steps_per_epoch),
@@ -363,6 +367,7 @@ PROFILES = {
         warmup=20,
         lr_factor=2.0,
         epochs=1,
+        cooldown_epochs=0.5,
         max_minutes=2.0,
         evals_per_epoch=1,
         val_sentences=40,

@@ -116,6 +116,37 @@ def test_lambda_lr_gives_equation_3_per_optimizer_step():
         scheduler.step()
 
 
+def test_cooldown_falls_linearly_to_the_last_step_and_leaves_earlier_steps_alone():
+    config = TrainConfig(max_steps=40, warmup=10, lr_factor=2.0, cooldown=16)
+    optimizer, scheduler = make_optimizer(tiny_model(), config)
+    lrs = []
+    for _ in range(config.max_steps):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    for step, lr in enumerate(lrs, start=1):
+        paper = rate(step, 32, 10, factor=2.0)
+        if step <= 24:  # before the last 16 steps: equation 3 unchanged
+            assert lr == pytest.approx(paper)
+        else:  # 15/16, 14/16, ..., 1/16 of equation 3
+            assert lr == pytest.approx(paper * (41 - step) / 16)
+    assert lrs[-1] == pytest.approx(rate(40, 32, 10, factor=2.0) / 16)
+
+
+def test_cooldown_ties_the_schedule_to_the_run_length(tmp_path):
+    checkpoint = tmp_path / "run.pt"
+    config = TrainConfig(max_steps=3, warmup=2, cooldown=2)
+    train(tiny_model(), source(), config, checkpoint=checkpoint, progress=False)
+    with pytest.raises(ValueError, match="max_steps: checkpoint 3, now 5"):
+        train(
+            tiny_model(),
+            source(),
+            dataclasses.replace(config, max_steps=5),
+            checkpoint=checkpoint,
+            progress=False,
+        )
+
+
 # ---------------------------------------------------------------- label smoothing
 
 
@@ -289,6 +320,8 @@ def test_evaluate_restores_mode_and_needs_no_gradients():
         ({"precision": "fp16"}, "precision"),
         ({"beta2": 1.0}, "betas"),
         ({"max_steps": 0}, "max_steps"),
+        ({"cooldown": -1}, "cooldown"),
+        ({"max_steps": 10, "cooldown": 11}, "cooldown"),
     ],
 )
 def test_invalid_training_configurations_fail_clearly(changes, message):
