@@ -30,6 +30,8 @@ import gzip
 import hashlib
 import http.client
 import os
+import re
+import tarfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -56,11 +58,17 @@ class ChecksumMismatchError(ValueError):
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a data set: its name, its public URL and its sha256 (None: trust on first use)."""
+    """One file of a data set: its name, its public URL and its sha256 (None: trust on first use).
+
+    A file with no URL is not published anywhere: only a mirror or the cache can provide it. A
+    resumable file (a large archive) is downloaded into `<name>.part`, which survives a failed
+    download so that the next attempt asks the server for the rest only.
+    """
 
     name: str
-    url: str
+    url: str | None
     sha256: str | None = None
+    resumable: bool = False
 
 
 def default_cache_dir() -> Path:
@@ -79,9 +87,13 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def _open_url(url: str) -> BinaryIO:
-    # The one place that touches the network; tests replace it.
-    request = urllib.request.Request(url, headers={"User-Agent": "annotated-transformer-book"})
+def _open_url(url: str, start: int = 0) -> BinaryIO:
+    # The one place that touches the network; tests replace it. `start` > 0 asks for the bytes
+    # from there on (an HTTP range request); a server that ignores it answers 200, not 206.
+    headers = {"User-Agent": "annotated-transformer-book"}
+    if start:
+        headers["Range"] = f"bytes={start}-"
+    request = urllib.request.Request(url, headers=headers)
     return urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT)
 
 
@@ -176,6 +188,36 @@ def _download(file: RemoteFile, target: Path, expected: str | None, origin: str)
     return actual
 
 
+def _download_resumable(file: RemoteFile, target: Path, expected: str | None, origin: str) -> str:
+    """Like _download, through `<name>.part`, continuing a part left by an earlier attempt."""
+    part = target.with_name(target.name + ".part")
+    part.parent.mkdir(parents=True, exist_ok=True)
+    start = part.stat().st_size if part.exists() else 0
+    with _open_url(file.url, start) as response:
+        if start and getattr(response, "status", 206) != 206:
+            start = 0  # the server sent the whole file again: start over
+        announced = getattr(response, "headers", {}).get("Content-Length")
+        with open(part, "ab" if start else "wb") as handle:
+            size = 0
+            while chunk := response.read(_CHUNK):
+                handle.write(chunk)
+                size += len(chunk)
+            handle.flush()
+            os.fsync(handle.fileno())
+    if announced is not None and int(announced) != size:
+        raise OSError(f"got {size} bytes of the {announced} announced (run again to resume)")
+    actual = sha256_of(part)
+    if expected is not None and actual != expected:
+        part.unlink()
+        raise ChecksumMismatchError(
+            f"{file.name} downloaded from {file.url} has the wrong sha256:\n"
+            f"  expected {expected} ({origin})\n  actual   {actual}\n"
+            "The download was discarded; run again to download it afresh."
+        )
+    os.replace(part, target)
+    return actual
+
+
 def _local_copy(
     file: RemoteFile,
     expected: str | None,
@@ -195,7 +237,7 @@ def _local_copy(
     if path is not None:
         advice = (
             f"Replace it in the mirror (given by {mirror_given_by}) with the file from "
-            f"{file.url}, or stop using the mirror. {untrusted}"
+            f"{file.url or 'its source'}, or stop using the mirror. {untrusted}"
         )
     elif (cache_folder / file.name).is_file():
         path = cache_folder / file.name
@@ -233,14 +275,18 @@ def verified_files(
             found[file.name] = path
             continue
 
+        if file.url is None:
+            missing.append((file, "not published online: only a local copy can provide it"))
+            continue
         if not download:
             missing.append((file, "not downloaded: download=False"))
             continue
         if network_down:
             missing.append((file, f"not tried: {network_down}"))
             continue
+        fetch = _download_resumable if file.resumable else _download
         try:
-            actual = _download(file, cache_folder / file.name, expected, origin)
+            actual = fetch(file, cache_folder / file.name, expected, origin)
         except urllib.error.HTTPError as error:  # the server answered: other files may still work
             missing.append((file, f"download failed: HTTP {error.code} {error.reason}"))
             continue
@@ -264,7 +310,7 @@ def _unavailable_message(
 ) -> str:
     lines = [f"{len(missing)} {dataset} file(s) are not available:"]
     for file, why in missing:
-        lines.append(f"  {file.name}  from {file.url}\n      ({why})")
+        lines.append(f"  {file.name}  from {file.url or 'no public URL'}\n      ({why})")
     searched = f"the mirror {mirror} and " if mirror is not None else "no mirror and "
     lines += [
         f"Searched {searched}the download cache {cache_folder}.",
@@ -361,3 +407,171 @@ def read_multi30k(
             "replace it (delete it from the cache to download it again)."
         )
     return list(zip(german, english, strict=True))
+
+
+# --- WMT 2014 English-German -----------------------------------------------------------------------
+
+# The paper's big task (section 5.1): English -> German, trained on the WMT 2014 training corpora
+# (about 4.5 million sentence pairs), tuned on newstest2013 and tested on newstest2014. The book
+# reads every variant as three aligned splits of gzip text files, `<split>.<language>.gz`.
+WMT14_SPLITS = ("train", "val", "test")  # val: newstest2013; test: newstest2014
+WMT14_LANGUAGES = ("en", "de")  # English source, German target
+
+# A 10,000-pair sample for CPU runs and CI (Moses-tokenized, with XML escapes; its test set is the
+# filtered newstest2014 of 2,737 sentences). It is not published online: it comes from a mirror.
+WMT14_TOY = "wmt14-toy-ende"
+WMT14_TOY_SHA256 = {
+    "train.en.gz": "c0e857043bbf047979114c15bfe11430ce8d11cfe2b8a08d64d3982ddb35a226",
+    "train.de.gz": "4432d7b491d1598dd80950063c8918093786e95160dc69a49284af6c626af14e",
+    "val.en.gz": "347d8a7cbbbaf5c6014ef4a8bb913c18bbc0b101080740f35f09758d467545c9",
+    "val.de.gz": "7a6a67a358a29c872c1e71bf4f5891ffad9f2944a018a0ffa08f3a8149960549",
+    "test.en.gz": "aa6975add1796f35f61c8c6a64ce882d8a31747cced192a57a13848d31a0aa0a",
+    "test.de.gz": "1c294e83a332199de580f1302e86f66eeb42dc6e6e0d4353b5d5e0afd8d8c421",
+}
+WMT14_TOY_PAIRS = {"train": 10000, "val": 3000, "test": 2737}
+
+# The full data: the archives of the WMT 2014 shared task on statmt.org (several gigabytes; they
+# publish no checksums, so the first download is recorded and later ones are checked against it).
+# `prepare_wmt14` extracts the aligned files below into the layout above.
+WMT14_FULL = "wmt14-ende"
+WMT14_ARCHIVES = {
+    "training-parallel-europarl-v7.tgz": "https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+    "training-parallel-commoncrawl.tgz": "https://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+    "training-parallel-nc-v9.tgz": "https://www.statmt.org/wmt14/training-parallel-nc-v9.tgz",
+    "dev.tgz": "https://www.statmt.org/wmt14/dev.tgz",
+    "test-full.tgz": "https://www.statmt.org/wmt14/test-full.tgz",
+}
+# split -> (archive, English member, German member) for each corpus, in order. The test set is the
+# full newstest2014 (3,003 sentences), the one `sacrebleu -t wmt14 -l en-de` scores against.
+WMT14_MEMBERS = {
+    "train": (
+        (
+            "training-parallel-europarl-v7.tgz",
+            "training/europarl-v7.de-en.en",
+            "training/europarl-v7.de-en.de",
+        ),
+        ("training-parallel-commoncrawl.tgz", "commoncrawl.de-en.en", "commoncrawl.de-en.de"),
+        (
+            "training-parallel-nc-v9.tgz",
+            "training/news-commentary-v9.de-en.en",
+            "training/news-commentary-v9.de-en.de",
+        ),
+    ),
+    "val": (("dev.tgz", "dev/newstest2013.en", "dev/newstest2013.de"),),
+    "test": (
+        (
+            "test-full.tgz",
+            "test-full/newstest2014-deen-src.en.sgm",
+            "test-full/newstest2014-deen-ref.de.sgm",
+        ),
+    ),
+}
+_SEGMENT = re.compile(r"<seg[^>]*>(.*)</seg>")
+
+
+def _check_wmt14_split(split: str) -> None:
+    if split not in WMT14_SPLITS:
+        raise ValueError(f"unknown WMT14 split {split!r}; the splits are {', '.join(WMT14_SPLITS)}")
+
+
+def _member_lines(archive: tarfile.TarFile, name: str, where: Path) -> list[str]:
+    """One text member of an opened archive as lines (the segments, for an .sgm file)."""
+    try:
+        handle = archive.extractfile(name)
+    except KeyError:
+        handle = None
+    if handle is None:
+        raise ValueError(
+            f"{where} has no file {name}: it is not the WMT14 archive the book expects"
+        )
+    lines = handle.read().decode("utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if name.endswith(".sgm"):
+        lines = [m.group(1).strip() for line in lines if (m := _SEGMENT.search(line))]
+    return lines
+
+
+def prepare_wmt14(
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> dict[str, dict[str, Path]]:
+    """Fetch the WMT14 archives (resumably) and extract <split>.<language>.gz into the cache."""
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = cache / WMT14_FULL
+    wanted = {
+        split: {language: folder / f"{split}.{language}.gz" for language in WMT14_LANGUAGES}
+        for split in WMT14_SPLITS
+    }
+    if all(path.is_file() for paths in wanted.values() for path in paths.values()):
+        return wanted
+    archives = verified_files(
+        WMT14_FULL,
+        [RemoteFile(name, url, resumable=True) for name, url in WMT14_ARCHIVES.items()],
+        mirror,
+        cache_dir,
+        download,
+    )
+    for split, corpora in WMT14_MEMBERS.items():
+        english, german = [], []
+        for archive_name, english_member, german_member in corpora:
+            path = archives[archive_name]
+            with tarfile.open(path) as archive:
+                en = _member_lines(archive, english_member, path)
+                de = _member_lines(archive, german_member, path)
+            if len(en) != len(de):
+                raise ValueError(
+                    f"{path}: {english_member} has {len(en)} lines and {german_member} {len(de)}; "
+                    "delete the archive to download it again"
+                )
+            english += en
+            german += de
+        for language, lines in (("en", english), ("de", german)):
+            with (
+                atomic_write(wanted[split][language]) as handle,
+                gzip.GzipFile(fileobj=handle, mode="wb", mtime=0) as zipped,
+            ):
+                zipped.write("".join(line + "\n" for line in lines).encode("utf-8"))
+    return wanted
+
+
+def wmt14_paths(
+    split: str,
+    variant: str = "toy",
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> dict[str, Path]:
+    """Language -> path of one split's gzip file, for the "toy" sample or the "full" data."""
+    _check_wmt14_split(split)
+    if variant == "full":
+        return prepare_wmt14(mirror, cache_dir, download)[split]
+    if variant != "toy":
+        raise ValueError(f"unknown WMT14 variant {variant!r}: choose 'toy' or 'full'")
+    files = {
+        language: RemoteFile(
+            f"{split}.{language}.gz", None, WMT14_TOY_SHA256[f"{split}.{language}.gz"]
+        )
+        for language in WMT14_LANGUAGES
+    }
+    paths = verified_files(WMT14_TOY, list(files.values()), mirror, cache_dir, download)
+    return {language: paths[file.name] for language, file in files.items()}
+
+
+def read_wmt14(
+    split: str,
+    variant: str = "toy",
+    mirror: str | os.PathLike[str] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> list[tuple[str, str]]:
+    """The (English, German) sentence pairs of one WMT14 split, in file order, as stored."""
+    paths = wmt14_paths(split, variant, mirror, cache_dir, download)
+    english, german = _read_lines(paths["en"]), _read_lines(paths["de"])
+    if len(english) != len(german):
+        raise ValueError(
+            f"the WMT14 {split} files are not aligned: {paths['en']} has {len(english)} lines "
+            f"and {paths['de']} has {len(german)}. Replace the one that is not the right file."
+        )
+    return list(zip(english, german, strict=True))

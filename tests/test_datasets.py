@@ -49,7 +49,7 @@ def isolated(monkeypatch):
     """No mirror from the environment, and no network: calling the opener fails the test."""
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
 
-    def no_network(url):
+    def no_network(url, start=0):
         pytest.fail(f"the test tried to download {url}")
 
     monkeypatch.setattr(datasets, "_open_url", no_network)
@@ -460,3 +460,133 @@ def test_the_real_files_verify_and_have_the_published_sizes(split, tmp_path):
         assert pairs[0][0].startswith("Zwei junge weiße Männer")
         assert pairs[0][1] == "Two young, White males are outside near many bushes."
     assert not cache.exists()
+
+
+# --- WMT14 -------------------------------------------------------------------------------------
+
+
+def test_the_wmt14_sample_has_no_url_and_says_a_mirror_must_provide_it(tmp_path):
+    with pytest.raises(DataUnavailableError) as error:
+        datasets.read_wmt14("train", "toy", cache_dir=tmp_path / "cache")
+    message = str(error.value)
+    assert "train.en.gz" in message and "train.de.gz" in message
+    assert "not published online" in message and DATA_DIR_ENV in message
+    with pytest.raises(ValueError, match="unknown WMT14 split"):
+        datasets.read_wmt14("dev", "toy")
+    with pytest.raises(ValueError, match="variant"):
+        datasets.read_wmt14("train", "medium")
+
+
+def test_the_wmt14_sample_is_read_from_a_mirror_and_checked(tmp_path, monkeypatch):
+    english, german = ["A b .", "C &apos;d ."], ["E f .", "G h ."]
+    blobs = {"val.en.gz": _gzip_lines(english), "val.de.gz": _gzip_lines(german)}
+    sums = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+    monkeypatch.setattr(datasets, "WMT14_TOY_SHA256", sums)
+    mirror = _write(tmp_path / "shared" / "wmt14-toy-ende", blobs)
+    pairs = datasets.read_wmt14("val", "toy", mirror=tmp_path / "shared", cache_dir=tmp_path / "c")
+    assert pairs == list(zip(english, german, strict=True))
+    (mirror / "val.de.gz").write_bytes(_gzip_lines(german + ["extra"]))
+    with pytest.raises(ChecksumMismatchError):
+        datasets.read_wmt14("val", "toy", mirror=mirror, cache_dir=tmp_path / "c")
+
+
+class _Ranged(io.BytesIO):
+    """A response to a range request: HTTP 206 and the bytes from `start` on."""
+
+    status = 206
+
+
+def test_a_resumable_download_continues_from_its_part_file(tmp_path, monkeypatch):
+    data = bytes(range(256)) * 400
+    calls = []
+
+    def opener(url, start=0):
+        calls.append(start)
+        if len(calls) == 1:  # the first attempt breaks off after 10,000 bytes
+
+            class Broken(io.BytesIO):
+                def read(self, size=-1):
+                    chunk = super().read(size)
+                    if not chunk:
+                        raise ConnectionResetError("connection reset")
+                    return chunk
+
+            return Broken(data[:10_000])
+        return _Ranged(data[start:])
+
+    monkeypatch.setattr(datasets, "_open_url", opener)
+    file = datasets.RemoteFile("big.tgz", "https://example.org/big.tgz", resumable=True)
+    cache = tmp_path / "cache"
+    with pytest.raises(DataUnavailableError, match="connection reset"):
+        datasets.verified_files("archives", [file], cache_dir=cache)
+    assert _files(cache / "archives") == ["big.tgz.part"]
+    assert (cache / "archives" / "big.tgz.part").stat().st_size == 10_000
+    paths = datasets.verified_files("archives", [file], cache_dir=cache)
+    assert calls == [0, 10_000], "the second attempt must ask only for the rest"
+    assert paths["big.tgz"].read_bytes() == data
+    assert _files(cache / "archives") == ["SHA256SUMS.local", "big.tgz"]
+
+
+def test_a_resumed_download_with_the_wrong_bytes_is_discarded(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "_open_url", lambda url, start=0: _Ranged(b"new bytes"[start:]))
+    file = datasets.RemoteFile("a.tgz", "https://example.org/a.tgz", "0" * 64, resumable=True)
+    with pytest.raises(ChecksumMismatchError, match="wrong sha256"):
+        datasets.verified_files("archives", [file], cache_dir=tmp_path)
+    assert _files(tmp_path / "archives") == []
+
+
+def _tgz(members: dict[str, str]) -> bytes:
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_prepare_wmt14_extracts_the_three_splits_from_the_statmt_archives(tmp_path, monkeypatch):
+    members = {}
+    for archive, english, german in [
+        c for corpora in datasets.WMT14_MEMBERS.values() for c in corpora
+    ]:
+        stem = Path(english).name
+        if english.endswith(".sgm"):
+            en = '<srcset>\n<doc>\n<seg id="1">Hello & world</seg>\n<seg id="2">Bye</seg>\n</doc>\n'
+            de = (
+                '<refset>\n<doc>\n<seg id="1">Hallo Welt</seg>\n<seg id="2">Tschüss</seg>\n</doc>\n'
+            )
+        else:
+            en, de = f"{stem} one\n{stem} two\n", f"{stem} eins\n{stem} zwei\n"
+        members.setdefault(archive, {}).update({english: en, german: de})
+    blobs = {name: _tgz(files) for name, files in members.items()}
+    calls = []
+
+    def opener(url, start=0):
+        calls.append(url)
+        return io.BytesIO(blobs[url.rsplit("/", 1)[1]])
+
+    monkeypatch.setattr(datasets, "_open_url", opener)
+    cache = tmp_path / "cache"
+    train = datasets.read_wmt14("train", "full", cache_dir=cache)
+    assert len(train) == 6 and train[0] == ("europarl-v7.de-en.en one", "europarl-v7.de-en.en eins")
+    assert train[-1] == ("news-commentary-v9.de-en.en two", "news-commentary-v9.de-en.en zwei")
+    assert datasets.read_wmt14("test", "full", cache_dir=cache) == [
+        ("Hello & world", "Hallo Welt"),
+        ("Bye", "Tschüss"),
+    ]
+    assert len(calls) == len(datasets.WMT14_ARCHIVES)
+    datasets.read_wmt14("val", "full", cache_dir=cache)
+    assert len(calls) == len(datasets.WMT14_ARCHIVES), "prepared files are reused"
+
+
+def test_prepare_wmt14_refuses_an_archive_without_the_expected_files(tmp_path, monkeypatch):
+    blobs = {name: _tgz({"README": "nothing here"}) for name in datasets.WMT14_ARCHIVES}
+    monkeypatch.setattr(
+        datasets, "_open_url", lambda url, start=0: io.BytesIO(blobs[url.rsplit("/", 1)[1]])
+    )
+    with pytest.raises(ValueError, match="not the WMT14 archive"):
+        datasets.prepare_wmt14(cache_dir=tmp_path)
