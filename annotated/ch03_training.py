@@ -645,9 +645,32 @@ def load_checkpoint(
 
 # %% [markdown]
 # And the loop itself.
+#
+# It also runs unchanged as one of several **data-parallel processes** (chapter 6): when
+# `torch.distributed` is running and the model is wrapped in `DistributedDataParallel`, each process
+# trains on its own micro-batches, and three small sums over the processes keep them in step: the
+# step's tokens (so that every gradient is divided by the tokens of the whole step, not of one
+# process's share), its loss (for the history), and whether any process asked to stop. Only the
+# first process writes checkpoints.
 
 
 # %%
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the number of processes: (0, 1) unless torch.distributed runs."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _sum_over_processes(values: Sequence[float], device: torch.device) -> list[float]:
+    """Each value summed over all processes (the values themselves when there is one)."""
+    if rank_and_world()[1] == 1:
+        return list(values)
+    summed = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(summed)
+    return summed.tolist()
+
+
 def train(
     model: EncoderDecoder,
     batches: BatchSource,
@@ -659,14 +682,18 @@ def train(
     """Train for config.max_steps optimizer steps (resuming from `checkpoint` if it exists).
 
     `on_step` is called with each step's history row; if it returns True, training stops there.
+    `model` may be wrapped in DistributedDataParallel; `config.accumulate` then counts the
+    micro-batches of one process.
     """
     device = next(model.parameters()).device
-    optimizer, scheduler = make_optimizer(model, config)
+    core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    rank, world = rank_and_world()
+    optimizer, scheduler = make_optimizer(core, config)
     history: list[dict] = []
     start = 0
     if checkpoint is not None and Path(checkpoint).exists():
-        state = load_checkpoint(checkpoint, model.config, config)
-        model.load_state_dict(state["model"])
+        state = load_checkpoint(checkpoint, core.config, config)
+        core.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         _restore_rng_states(state["rng"])
@@ -676,15 +703,17 @@ def train(
         random.seed(config.seed)
 
     def save(step: int) -> None:
+        if rank != 0:
+            return
         save_checkpoint(
             checkpoint,
-            model=model.state_dict(),
+            model=core.state_dict(),
             optimizer=optimizer.state_dict(),
             scheduler=scheduler.state_dict(),
             rng=_rng_states(),
             step=step,
             history=history,
-            model_config=dataclasses.asdict(model.config),
+            model_config=dataclasses.asdict(core.config),
             train_config=dataclasses.asdict(config),
         )
 
@@ -705,7 +734,8 @@ def train(
             raise ValueError(
                 f"step {step + 1}: got {len(micro_batches)} micro-batches, TrainConfig.accumulate is {config.accumulate}"
             )
-        tokens = sum(batch.n_tokens for batch in micro_batches)
+        local_tokens = sum(batch.n_tokens for batch in micro_batches)
+        tokens = round(_sum_over_processes([local_tokens], device)[0])
         lr = optimizer.param_groups[0]["lr"]
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -719,8 +749,11 @@ def train(
                     f"(learning rate {lr:.3g}): training stopped. Lower lr_factor, raise warmup, or "
                     "try precision='fp32'; the last checkpoint is intact."
                 )
-            (loss / tokens).backward()  # per-token mean over the whole step
+            # Per-token mean over the whole step. With several processes DistributedDataParallel
+            # averages their gradients, so each one scales its share up by their number.
+            (loss / (tokens / world)).backward()
             total += loss.item()
+        total = _sum_over_processes([total], device)[0]
         optimizer.step()
         scheduler.step()
         row = {
@@ -733,6 +766,8 @@ def train(
         history.append(row)
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", refresh=False)
         stop = bool(on_step(row)) if on_step is not None else False
+        if world > 1:  # all stop together, or the others would wait for the missing one forever
+            stop = _sum_over_processes([float(stop)], device)[0] > 0
         done = step + 1
         if checkpoint is not None and (
             stop

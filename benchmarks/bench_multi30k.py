@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import time
 
@@ -38,6 +37,7 @@ from annotated.ch05_multi30k import (
     make_batch,
     padding_fraction,
     profile_config,
+    saved_scores,
     token_batches,
     train_multi30k,
     use_fast_dropout,
@@ -237,13 +237,8 @@ def main() -> None:
     profile, config = profile_config(args.profile)
     folder = RUNS_DIR / f"multi30k-{profile}"
     run = train_multi30k(config, folder)
-    saved = folder / "scores.json"
     last_step = int(run.history.step.max())
-    record_ = json.loads(saved.read_text()) if saved.exists() else {"step": None, "scores": []}
-    if record_["step"] == last_step and all("weights" in row for row in record_["scores"]):
-        scores = record_["scores"]
-    else:
-        scores = final_scores(run).to_dict("records")
+    scores = saved_scores(run) or final_scores(run).to_dict("records")
     # The headline figures are the book's final model and decoding: averaged weights, <unk>
     # copied from the source (chapter 5, sections 8 and 10).
     by = {(row["split"], row["decoding"]): row for row in scores if row["<unk> copied"] == "yes"}
