@@ -15,7 +15,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab bench-copy \
-        train-multi30k bench-multi30k clean
+        train-multi30k bench-multi30k train-wmt bench-wmt clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -82,6 +82,12 @@ train-multi30k: $(STAMP)  ## train chapter 5's German-English model (about an ho
 
 bench-multi30k: $(STAMP)  ## benchmark: training speed vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json
 	$(PY) benchmarks/bench_multi30k.py
+
+train-wmt: $(STAMP)  ## train chapter 6's English-German model on the WMT14 sample (20 minutes on 2 CPU cores)
+	$(PY) -m annotated.train wmt --profile sample
+
+bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
+	$(PY) benchmarks/bench_wmt.py
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -e '.[lab]'

@@ -31,7 +31,7 @@
 # | 3 Training | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
 # | 4 Copy task | — | a first model trained end to end, and greedy decoding |
 # | 5 Multi30k | §5, §6.1 | German→English trained in an hour on a CPU: data, vocabularies, token batches, cached and beam decoding, BLEU |
-# | 6 WMT 2014 *(in preparation)* | §5.1, §6.1, Tables 2–3 | the paper's recipe: BPE, shared embeddings, checkpoint averaging |
+# | 6 WMT 2014 | §3.4, §5, §6.1, Tables 2–3 | the paper's recipe end to end: shared BPE, shared embeddings, 25,000-token steps, checkpoint averaging, beam search, multi-GPU training |
 #
 # Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports
 # chapter 2's model, and so on. Nothing is defined twice.

@@ -1,8 +1,10 @@
-"""Train a chapter's model from the command line: `python -m annotated.train multi30k`.
+"""Train a chapter's model from the command line: `python -m annotated.train multi30k|wmt`.
 
 The run folder holds the checkpoint, the vocabularies and the history; running the same command
 again resumes a stopped run, or just reports a finished one. ANNOTATED_PROFILE=smoke (or
---profile smoke) selects the tiny CI profile.
+--profile smoke) selects the tiny CI profile. WMT also runs data-parallel under torchrun:
+
+    torchrun --standalone --nproc_per_node=8 -m annotated.train wmt --profile base
 """
 
 from __future__ import annotations
@@ -11,35 +13,54 @@ import argparse
 import sys
 from pathlib import Path
 
+PROFILES = {"multi30k": ("full", "smoke"), "wmt": ("sample", "smoke", "base", "big")}
+COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m annotated.train", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("task", choices=["multi30k"], help="what to train")
+    parser.add_argument("task", choices=sorted(PROFILES), help="what to train")
     parser.add_argument(
         "--profile",
-        choices=["full", "smoke"],
+        choices=sorted({p for profiles in PROFILES.values() for p in profiles}),
         default=None,
-        help="default: $ANNOTATED_PROFILE or full",
+        help="multi30k: full, smoke; wmt: sample, smoke, base, big "
+        "(default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
     )
     parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/<task>-<profile>")
     parser.add_argument("--no-scores", action="store_true", help="skip the final BLEU/chrF scores")
     args = parser.parse_args(argv)
+    if args.profile is not None and args.profile not in PROFILES[args.task]:
+        parser.error(f"{args.task} has the profiles {', '.join(PROFILES[args.task])}")
     from annotated import ch05_multi30k as ch05
 
-    profile, config = ch05.profile_config(args.profile)
-    folder = args.run_dir or ch05.RUNS_DIR / f"multi30k-{profile}"
-    run = ch05.train_multi30k(config, folder)
+    if args.task == "multi30k":
+        profile, config = ch05.profile_config(args.profile)
+        folder = args.run_dir or ch05.RUNS_DIR / f"multi30k-{profile}"
+        run = ch05.train_multi30k(config, folder)
+        columns = COLUMNS
+    else:
+        import torch
+
+        from annotated import ch06_wmt as ch06
+
+        rank, _ = ch06.setup_distributed()
+        profile, config = ch06.wmt_profile(args.profile)
+        folder = args.run_dir or ch05.RUNS_DIR / f"wmt-{profile}"
+        run = ch06.train_wmt(config, folder)
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        if rank != 0:
+            return 0
+        columns = [c for c in COLUMNS if c != "<unk> copied"]
+        columns.insert(columns.index("chrF"), "tokenized BLEU")
     minutes = run.history.seconds.sum() / 60
     print(f"{folder}: {int(run.history.step.max())} steps, {minutes:.1f} training minutes")
     if not args.no_scores:
-        scores = ch05.final_scores(run)
-        print(
-            scores[
-                ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
-            ].to_string(index=False)
-        )
+        scores = ch05.final_scores(run) if args.task == "multi30k" else ch06.wmt_scores(run)
+        print(scores[columns].to_string(index=False))
         print(scores["BLEU signature"][0])
     return 0
 

@@ -1,0 +1,78 @@
+"""One side of chapter 6's data-parallel check; `ch06_wmt.ddp_check` starts it with torchrun.
+
+    torchrun --standalone --nproc_per_node=2 -m annotated.ddp_check --out OUT --steps 4 --accumulate 1
+
+Every process builds the same small model (float64, dropout off) and the same synthetic sentence pairs,
+cut into token batches; each step takes `accumulate` x processes batches, shared out by chapter
+5's `step_shard`, and chapter 3's `train` runs with the model wrapped in DistributedDataParallel
+when there is more than one process. Process 0 writes the final checkpoint to OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+import torch
+from torch import nn
+
+from annotated.ch02_model import ModelConfig, make_model
+from annotated.ch03_training import SpecialTokens, TrainConfig, train
+from annotated.ch05_multi30k import make_batch, step_shard, token_batches
+from annotated.ch06_wmt import setup_distributed
+
+SPECIALS = SpecialTokens(pad=1, bos=2, eos=3)
+VOCAB = 20
+
+
+def synthetic_pairs(count: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """Source/target id lists of varied lengths (the target reverses the source)."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        source = [rng.randrange(4, VOCAB) for _ in range(rng.randrange(3, 12))]
+        pairs.append((source + [SPECIALS.eos], source[::-1]))
+    return pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m annotated.ddp_check")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per process")
+    args = parser.parse_args(argv)
+    rank, world = setup_distributed()
+    torch.manual_seed(0)
+    # float64: summing the same gradients in another order changes the last bits, and in float32
+    # that is enough to move a parameter whose true gradient is 0 (the key projection's bias: a
+    # shift of every key leaves the softmax unchanged) by up to a whole learning rate, because
+    # Adam divides its rounding noise by a square root of the same noise. In float64 the noise
+    # stays far below Adam's epsilon and the two runs agree to better than 1e-8.
+    model = make_model(
+        ModelConfig(VOCAB, VOCAB, N=1, d_model=32, d_ff=64, h=2, p_drop=0.0)
+    ).double()
+    pairs = synthetic_pairs(200)
+    plan = token_batches(pairs, 60)
+    per_step = args.accumulate * world
+    config = TrainConfig(
+        max_steps=args.steps,
+        warmup=2,
+        accumulate=args.accumulate,
+        precision="fp32",
+        checkpoint_every=0,
+    )
+
+    def batches(step: int):
+        chosen = step_shard(len(plan), step, per_step, 0, rank, world)
+        return [make_batch([pairs[i] for i in plan[b]], SPECIALS) for b in chosen]
+
+    trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    train(trained, batches, config, checkpoint=args.out, progress=False)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
