@@ -1074,7 +1074,6 @@ class Run:
     history: pd.DataFrame
     evals: pd.DataFrame
     averaged: Translator | None = None  # the average of the last snapshots, when there are any
-    outputs: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # by final_scores
 
 
 def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
@@ -1288,7 +1287,9 @@ def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
 
 
 # %%
-def training_chart(history: pd.DataFrame, evals: pd.DataFrame) -> alt.VConcatChart:
+def training_chart(
+    history: pd.DataFrame, evals: pd.DataFrame, title: str = "The Multi30k run"
+) -> alt.VConcatChart:
     """Training loss and validation BLEU against training minutes."""
     minutes = history.seconds.cumsum() / 60
     loss = pd.DataFrame(
@@ -1318,7 +1319,7 @@ def training_chart(history: pd.DataFrame, evals: pd.DataFrame) -> alt.VConcatCha
         )
         .properties(width=460, height=180, title="Validation BLEU, measured every half epoch")
     )
-    return alt.vconcat(loss_chart, bleu_chart).properties(title="The Multi30k run")
+    return alt.vconcat(loss_chart, bleu_chart).properties(title=title)
 
 
 # %% tags=["active-ipynb"]
@@ -1344,16 +1345,28 @@ def training_chart(history: pd.DataFrame, evals: pd.DataFrame) -> alt.VConcatCha
 
 
 # %%
+def saved_scores(run: Run) -> list[dict] | None:
+    """The rows final_scores saved for this run's last step, if it saved any."""
+    path = run.folder / "scores.json"
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return saved["scores"] if saved["step"] == int(run.history.step.max()) else None
+
+
 def final_scores(
     run: Run,
     test_split: str = "test_2016_flickr",
     copy_unknowns: bool = True,
     extra: Callable[[list[str], list[str]], dict] | None = None,
+    reuse: bool = True,
 ) -> pd.DataFrame:
     """BLEU and chrF on val and the test split: last and averaged weights, greedy and beam.
 
     Without `copy_unknowns` (a subword model never writes <unk>) the rows are the same without
     the copying; `extra` adds columns computed from the hypotheses and references (chapter 6).
+    With `reuse`, the scores saved for the run's last step are returned when they are the same
+    rows (decoding a test set can take minutes).
     """
     final = run.averaged or run.translator
     weights = f"average of last {run.config.average_last}" if run.averaged else "last"
@@ -1368,11 +1381,18 @@ def final_scores(
         setups = [setups[0], setups[1], (*setups[3][:4], False)]
     if run.averaged is None:
         setups.pop(1)
-    rows, outputs = [], {}
-    for split, limit in (
-        ("val", run.config.val_sentences),
-        (test_split, run.config.test_sentences),
-    ):
+    splits = (("val", run.config.val_sentences), (test_split, run.config.test_sentences))
+    wanted = [
+        (split, weights_name, name, "yes" if copy else "no")
+        for split, _ in splits
+        for weights_name, _, name, _, copy in setups
+    ]
+    saved = saved_scores(run) if reuse else None
+    keys = ("split", "weights", "decoding", "<unk> copied")
+    if saved is not None and [tuple(row[k] for k in keys) for row in saved] == wanted:
+        return pd.DataFrame(saved)
+    rows = []
+    for split, limit in splits:
         for weights_name, translator, name, width, copy in setups:
             started = time.perf_counter()
             scores, hypotheses = evaluate_split(
@@ -1391,22 +1411,10 @@ def final_scores(
                     "sentences/s": round(len(hypotheses) / seconds, 1),
                 }
             )
-            if translator is final and (copy or not copy_unknowns):
-                outputs[f"{split} {name}"] = hypotheses
     frame = pd.DataFrame(rows)
     with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
         json.dump({"scores": rows, "step": int(run.history.step.max())}, handle, indent=1)
-    run.outputs = outputs
     return frame
-
-
-def saved_scores(run: Run) -> list[dict] | None:
-    """The rows final_scores saved for this run's last step, if it saved any."""
-    path = run.folder / "scores.json"
-    if not path.exists():
-        return None
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    return saved["scores"] if saved["step"] == int(run.history.step.max()) else None
 
 
 # %% tags=["active-ipynb"]
@@ -1430,8 +1438,12 @@ def saved_scores(run: Run) -> list[dict] | None:
 #     {
 #         "German": [run.corpus.raw["test_2016_flickr"][i][0] for i in picks],
 #         "reference": [run.corpus.raw["test_2016_flickr"][i][1] for i in picks],
-#         "greedy": [run.outputs["test_2016_flickr greedy"][i] for i in picks],
-#         f"beam {run.config.beam}": [run.outputs[f"test_2016_flickr beam {run.config.beam}"][i] for i in picks],
+#         "greedy": (final := run.averaged or run.translator).translate(
+#             [run.corpus.raw["test_2016_flickr"][i][0] for i in picks]
+#         ),
+#         f"beam {run.config.beam}": final.translate(
+#             [run.corpus.raw["test_2016_flickr"][i][0] for i in picks], run.config.beam, run.config.length_penalty
+#         ),
 #     }
 # )
 

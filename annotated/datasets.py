@@ -250,6 +250,17 @@ def _local_copy(
     return path
 
 
+def available_offline(
+    dataset: str, name: str, cache_dir: str | os.PathLike[str] | None = None
+) -> bool:
+    """Whether a mirror ($ANNOTATED_DATA_DIR) or the download cache holds the file (not checked)."""
+    mirror = os.environ.get(DATA_DIR_ENV)
+    if mirror and Path(mirror).is_dir() and _in_mirror(Path(mirror), name, dataset) is not None:
+        return True
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return (cache / dataset / name).is_file()
+
+
 def verified_files(
     dataset: str,
     files: Sequence[RemoteFile],

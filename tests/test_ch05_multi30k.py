@@ -2,7 +2,6 @@
 the translate filter, and small real runs on Multi30k."""
 
 import itertools
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,23 +34,14 @@ from annotated.ch05_multi30k import (
     train_multi30k,
     use_fast_dropout,
 )
-from annotated.datasets import DATA_DIR_ENV
+from annotated.datasets import DATA_DIR_ENV, available_offline
 
 ROOT = Path(__file__).resolve().parent.parent
 SP = SpecialTokens(pad=1, bos=2, eos=3)  # the ids Vocab gives: <unk> 0, <pad> 1, <s> 2, </s> 3
 
 
-def _has_multi30k() -> bool:
-    """True when read_multi30k can work offline: a mirror in the variable, or a filled cache."""
-    folders = [ROOT / "data" / "multi30k"]
-    if os.environ.get(DATA_DIR_ENV):
-        base = Path(os.environ[DATA_DIR_ENV])
-        folders += [base, base / "multi30k"]
-    return any((folder / "train.de.gz").exists() for folder in folders)
-
-
 needs_data = pytest.mark.skipif(
-    not _has_multi30k(),
+    not available_offline("multi30k", "train.de.gz"),
     reason=f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)",
 )
 

@@ -3,7 +3,6 @@ paper's configurations, shared weights, step sizes, the data-parallel check, tok
 a small real run on the WMT14 sample."""
 
 import dataclasses
-import os
 import random
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from annotated.ch06_wmt import (
     wmt_profile,
     wmt_scores,
 )
-from annotated.datasets import DATA_DIR_ENV, WMT14_TOY_PAIRS
+from annotated.datasets import DATA_DIR_ENV, WMT14_TOY_PAIRS, available_offline
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SPECIALS = SpecialTokens(pad=1, bos=2, eos=3)  # what Subwords gives (checked below)
@@ -58,17 +57,9 @@ TEXTS = _sentences()
 VOCAB = 400  # 282 of them are bytes, specials and the characters seen
 
 
-def _has_sample() -> bool:
-    folders = [ROOT / "data" / "wmt14-toy-ende"]
-    if os.environ.get(DATA_DIR_ENV):
-        base = Path(os.environ[DATA_DIR_ENV])
-        folders += [base, base / "wmt14-toy-ende"]
-    return any((folder / "train.en.gz").exists() for folder in folders)
-
-
 needs_data = pytest.mark.skipif(
-    not _has_sample(),
-    reason=f"no local WMT14 sample: set {DATA_DIR_ENV} (CI points it at ../shared/data)",
+    not available_offline("wmt14-toy-ende", "train.en.gz"),
+    reason=f"no local WMT14 sample copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)",
 )
 
 

@@ -590,3 +590,15 @@ def test_prepare_wmt14_refuses_an_archive_without_the_expected_files(tmp_path, m
     )
     with pytest.raises(ValueError, match="not the WMT14 archive"):
         datasets.prepare_wmt14(cache_dir=tmp_path)
+
+
+def test_available_offline_looks_in_the_mirror_and_the_cache_only(tmp_path, monkeypatch):
+    assert not datasets.available_offline("multi30k", "train.de.gz", cache_dir=tmp_path / "cache")
+    _write(tmp_path / "cache" / "multi30k", {"train.de.gz": b"x"})
+    assert datasets.available_offline("multi30k", "train.de.gz", cache_dir=tmp_path / "cache")
+    _write(tmp_path / "shared" / "wmt14-toy-ende", {"val.en.gz": b"x"})
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "shared"))
+    assert datasets.available_offline("wmt14-toy-ende", "val.en.gz", cache_dir=tmp_path / "none")
+    assert not datasets.available_offline(
+        "wmt14-toy-ende", "val.de.gz", cache_dir=tmp_path / "none"
+    )
