@@ -457,9 +457,9 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # together.
 
 # %% tags=["active-ipynb"]
-# vocab = len(corpus.src_vocab)
-# shared = make_model(config.model_config(vocab, vocab))
-# apart = make_model(dataclasses.replace(config.model_config(vocab, vocab), share_embeddings=False))
+# vocab, sample = len(corpus.src_vocab), WMT_PROFILES["sample"]  # the sample run's model, in both profiles
+# shared = make_model(sample.model_config(vocab, vocab))
+# apart = make_model(dataclasses.replace(sample.model_config(vocab, vocab), share_embeddings=False))
 # print("one matrix:", shared.src_embed[0].lut.weight is shared.tgt_embed[0].lut.weight is shared.generator.weight)
 # print(f"parameters: {count_parameters(shared):,} shared, {count_parameters(apart):,} with three matrices")
 
@@ -503,7 +503,7 @@ def step_plan(config: WMTConfig, corpus: Corpus, processes: int = 1) -> dict:
 
 
 # %% tags=["active-ipynb"]
-# pd.DataFrame([step_plan(config, corpus, processes) for processes in (1, 2)])
+# pd.DataFrame([step_plan(WMT_PROFILES["sample"], corpus, processes) for processes in (1, 2)])
 
 # %% [markdown]
 # ## 7. Training, averaging and decoding (sections 5.2–5.4, 6.1)
