@@ -938,14 +938,15 @@ class Translator:
         todo = [i for i, ids in enumerate(outputs) if unk in ids]
         if not todo:
             return tokens
-        src = pad_sequences([sources[i] for i in todo], self.src_vocab.specials.pad)
-        tgt = pad_sequences([[specials.bos, *outputs[i]] for i in todo], specials.pad)
+        device = next(self.model.parameters()).device
+        src = pad_sequences([sources[i] for i in todo], self.src_vocab.specials.pad).to(device)
+        tgt = pad_sequences([[specials.bos, *outputs[i]] for i in todo], specials.pad).to(device)
         src_mask = padding_mask(src, self.src_vocab.specials.pad)
         attention = self.model.decoder.layers[-1].src_attn
         attention.keep_weights = True
         try:
             with _decoding(self.model):
-                self.model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))
+                self.model(src, tgt, src_mask, subsequent_mask(tgt.size(1)).to(device))
             weights = attention.weights.mean(dim=1)  # (sentences, tgt_len, src_len), heads averaged
         finally:
             attention.keep_weights, attention.weights = False, None
