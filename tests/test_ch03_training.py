@@ -1,5 +1,6 @@
 """Chapter 3: batches, equation 3, label smoothing, and the training loop's guarantees."""
 
+import copy
 import dataclasses
 import math
 
@@ -114,6 +115,26 @@ def test_lambda_lr_gives_equation_3_per_optimizer_step():
         assert optimizer.param_groups[0]["lr"] == pytest.approx(rate(step, 32, 10))
         optimizer.step()
         scheduler.step()
+
+
+def test_fused_adam_takes_the_same_steps_as_the_unfused_loop():
+    torch.manual_seed(0)
+    fused_model = tiny_model()
+    loop_model = copy.deepcopy(fused_model)
+    fused, _ = make_optimizer(fused_model, TrainConfig(warmup=10))
+    assert fused.defaults["fused"]
+    loop = torch.optim.Adam(loop_model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    start = [p.detach().clone() for p in fused_model.parameters()]
+    for step in range(1, 6):
+        for optimizer, model in ((fused, fused_model), (loop, loop_model)):
+            optimizer.param_groups[0]["lr"] = rate(step, 32, 10)
+            torch.manual_seed(step)
+            for parameter in model.parameters():
+                parameter.grad = torch.randn_like(parameter)
+            optimizer.step()
+    for a, b in zip(fused_model.parameters(), loop_model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert all(not torch.equal(a, b) for a, b in zip(fused_model.parameters(), start, strict=True))
 
 
 def test_cooldown_falls_linearly_to_the_last_step_and_leaves_earlier_steps_alone():
