@@ -33,8 +33,6 @@
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import math
 import os
 import subprocess
@@ -46,30 +44,28 @@ from pathlib import Path
 
 import pandas as pd
 import sacrebleu
-import sentencepiece as spm
 import torch
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch03_training import SpecialTokens, TrainConfig, rank_and_world
+from annotated.ch03_training import TrainConfig, rank_and_world
 from annotated.ch05_multi30k import (
-    SPECIALS,
     Corpus,
     Multi30kConfig,
     Run,
-    Translator,
+    SubwordTranslator,
     final_scores,
     padding_fraction,
+    save_vocabularies,
+    subword_corpus,
     token_batches,
     train_run,
 )
 from annotated.datasets import read_wmt14
-from annotated.files import atomic_write
 
 # %% tags=["active-ipynb"]
 # import tempfile
 #
-# from annotated.ch02_model import count_parameters, table3_parameter_counts
+# from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 # from annotated.ch05_multi30k import RUNS_DIR, training_chart
 # from annotated.figures import use_book_charts
 #
@@ -130,103 +126,14 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # %% [markdown]
 # ## 2. Subwords: one vocabulary for both languages (section 5.1)
 #
-# Chapter 5 used a vocabulary of whole words per language, and paid for it: every word outside
-# the vocabulary became `<unk>`. On WMT the problem is far worse (millions of distinct German
-# word forms: compounds, inflections, names). The paper instead uses **byte-pair encoding**
-# (Sennrich et al., 2016): start from characters, and repeatedly merge the most frequent adjacent
-# pair into a new symbol, until the vocabulary has the size you asked for. Frequent words end up
-# as one symbol, rare words as a few pieces ("Tymoshenko" might become "Ty", "mos", "hen", "ko"),
-# and nothing is ever unknown.
-#
-# The paper's vocabulary has about 37,000 symbols and is **shared** by English and German: it is
-# learned from both sides of the training data together. The two languages share an alphabet, and
-# names, numbers and many loanwords are spelled alike in both; one vocabulary lets the model copy
-# them, and lets the source embedding, the target embedding and the output layer be one matrix
-# (section 3.4, next section).
-#
-# We learn it with Google's `sentencepiece` (Kudo and Richardson, 2018) in BPE mode. It works
-# on raw text, marking word starts with `▁`, so decoding is exact: joining the pieces and turning
-# `▁` back into spaces gives the text back, with no detokenizer (we switch off its Unicode
-# normalization, which would otherwise rewrite "…" as "...", so that the model learns to write what
-# the references contain). With `byte_fallback`, a character that never made it into the
-# vocabulary is spelled as its UTF-8 bytes instead of `<unk>`. The
-# special symbols get the same ids as chapter 5's vocabularies (`<unk>` 0, `<pad>` 1, `<s>` 2,
-# `</s>` 3). The trained model is saved with the settings that built it, and refused when loaded
-# for different ones, like chapter 5's vocabularies.
-
-
-# %%
-class Subwords:
-    """A shared sentencepiece BPE vocabulary, with the settings that built it."""
-
-    def __init__(self, model: bytes, settings: dict) -> None:
-        self.model, self.settings = model, settings
-        self.processor = spm.SentencePieceProcessor(model_proto=model)
-        self.specials = SpecialTokens(
-            pad=self.processor.pad_id(), bos=self.processor.bos_id(), eos=self.processor.eos_id()
-        )
-
-    @classmethod
-    def build(cls, texts: Sequence[str], vocab_size: int, **settings) -> Subwords:
-        """Learn a BPE vocabulary of `vocab_size` symbols from `texts` (both languages)."""
-        model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts),
-            model_writer=model,
-            model_type="bpe",
-            vocab_size=vocab_size,
-            character_coverage=0.9999,
-            byte_fallback=True,
-            normalization_rule_name="identity",  # keep the text as written: exact round trips
-            unk_id=SPECIALS.index("<unk>"),
-            pad_id=SPECIALS.index("<pad>"),
-            bos_id=SPECIALS.index("<s>"),
-            eos_id=SPECIALS.index("</s>"),
-            input_sentence_size=2_000_000,  # a random sample of the full data is plenty
-            shuffle_input_sentence=True,
-            num_threads=1,  # one thread: the same vocabulary on every machine
-            minloglevel=2,
-        )
-        return cls(model.getvalue(), {"vocab_size": vocab_size, **settings})
-
-    def __len__(self) -> int:
-        return self.processor.get_piece_size()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Subwords) and (self.model, self.settings) == (
-            other.model,
-            other.settings,
-        )
-
-    @property
-    def unk(self) -> int:
-        return self.processor.unk_id()
-
-    def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        return self.processor.encode(list(texts))
-
-    def decode(self, ids: Sequence[Sequence[int]]) -> list[str]:
-        return self.processor.decode([list(i) for i in ids])
-
-    def pieces(self, text: str) -> list[str]:
-        return self.processor.encode(text, out_type=str)
-
-    def save(self, path: str | Path) -> None:
-        """Write the model and its settings, atomically, as one JSON file."""
-        data = {"settings": self.settings, "model": self.model.hex()}
-        with atomic_write(path, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-
-    @classmethod
-    def load(cls, path: str | Path, expected_settings: dict | None = None) -> Subwords:
-        """Read a saved vocabulary, refusing one built with other settings than expected."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if expected_settings is not None and data["settings"] != expected_settings:
-            raise ValueError(
-                f"{path} was built with {data['settings']}, not {expected_settings}. Delete it "
-                "to rebuild it, or use the configuration that built it."
-            )
-        return cls(bytes.fromhex(data["model"]), data["settings"])
+# Chapter 5 introduced byte-pair encoding and its `Subwords` class, after seeing what a word
+# vocabulary costs on Multi30k. On WMT a word vocabulary is not even an option: the news and web
+# text has millions of distinct German word forms (compounds, inflections, names), and any list of
+# words short enough to train would leave many of them unknown. So this chapter uses `Subwords`
+# throughout, at the paper's scale: about 37,000 symbols, learned from the English and German
+# sides of the training data together and shared by both (and by the three embedding matrices,
+# section 5). Rare names come apart into frequent pieces ("Tymoshenko" might become "Ty", "mos",
+# "hen", "ko"), and nothing is ever `<unk>`.
 
 
 # %% [markdown]
@@ -277,14 +184,6 @@ class WMTConfig(Multi30kConfig):
     evals_per_epoch: int = 10
     val_sentences: int | None = 500
     test_sentences: int | None = None
-
-    def model_config(self, src_vocab: int, tgt_vocab: int) -> ModelConfig:
-        """Chapter 2's configuration, with all three embedding matrices shared (section 3.4)."""
-        return dataclasses.replace(
-            super().model_config(src_vocab, tgt_vocab),
-            tie_target_embeddings=False,
-            share_embeddings=True,
-        )
 
     def train_config(self, steps_per_epoch: int) -> TrainConfig:
         """Chapter 3's configuration with a fixed number of steps."""
@@ -379,29 +278,16 @@ def subword_settings(config: WMTConfig) -> dict:
 def load_wmt_corpus(config: WMTConfig, folder: str | Path | None = None) -> Corpus:
     """Plain-text splits, the shared vocabulary (loaded from `folder` when saved there), ids."""
     raw = {split: wmt_text(split, config.data) for split in ("train", "val", "test")}
-    settings = {"vocab_size": config.vocab_size, **subword_settings(config)}
     path = None if folder is None else Path(folder) / "subwords.json"
-    if path is not None and path.exists():
-        subwords = Subwords.load(path, settings)
-    else:
-        texts = [text for pair in raw["train"] for text in pair]
-        subwords = Subwords.build(texts, config.vocab_size, **subword_settings(config))
-        if path is not None:
-            subwords.save(path)
-    eos = subwords.specials.eos
-    ids = {}
-    for split, pairs in raw.items():
-        sources = subwords.encode([en for en, _ in pairs])
-        targets = subwords.encode([de for _, de in pairs])
-        encoded = [(s + [eos], t) for s, t in zip(sources, targets, strict=True)]
-        if split == "train":
-            kept = [
-                i for i, (s, t) in enumerate(encoded) if max(len(s), len(t)) <= config.max_length
-            ]
-            raw[split] = [pairs[i] for i in kept]
-            encoded = [encoded[i] for i in kept]
-        ids[split] = encoded
-    return Corpus(subwords, subwords, raw, ids)
+    corpus = subword_corpus(raw, config.vocab_size, subword_settings(config), path)
+    kept = [
+        i
+        for i, (s, t) in enumerate(corpus.ids["train"])
+        if max(len(s), len(t)) <= config.max_length
+    ]
+    corpus.raw["train"] = [corpus.raw["train"][i] for i in kept]
+    corpus.ids["train"] = [corpus.ids["train"][i] for i in kept]
+    return corpus
 
 
 def subword_table(corpus: Corpus) -> pd.DataFrame:
@@ -514,46 +400,13 @@ def step_plan(config: WMTConfig, corpus: Corpus, processes: int = 1) -> dict:
 # snapshot of the weights there, and at the end the average of the last `average_last` snapshots
 # (section 6.1: 5 for base, 20 for big). A stopped run resumes where it was.
 #
-# The translator is chapter 5's with the text handling swapped: subwords in, subwords out, and
-# `decode` gives the text back directly, so there is nothing to detokenize and no `<unk>` to copy.
+# The translator is chapter 5's `SubwordTranslator`: subwords in, subwords out, and `decode`
+# gives the text back directly, so there is nothing to detokenize and no `<unk>` to copy.
 # Decoding is chapter 5's: beam size 4, length penalty $\alpha = 0.6$, and outputs at most 50
 # symbols longer than their input (section 6.1).
 
 
 # %%
-class SubwordTranslator(Translator):
-    """Chapter 5's translator over a shared subword vocabulary: English text in, German out."""
-
-    def source_ids(self, texts: Sequence[str]) -> tuple[list[list[str]], list[list[int]]]:
-        ids = self.src_vocab.encode(texts)
-        return [[] for _ in ids], [i + [self.src_vocab.specials.eos] for i in ids]
-
-    def target_texts(
-        self,
-        words: Sequence[list[str]],
-        sources: Sequence[list[int]],
-        outputs: Sequence[list[int]],
-        copy_unknowns: bool,
-    ) -> list[str]:
-        return self.tgt_vocab.decode(outputs)
-
-    @classmethod
-    def load(cls, checkpoint: str | Path) -> SubwordTranslator:
-        """The model of a run's checkpoint (or averaged.pt), with the vocabulary beside it."""
-        checkpoint = Path(checkpoint)
-        if not checkpoint.exists():
-            raise FileNotFoundError(
-                f"no checkpoint at {checkpoint}: train one with `make train-wmt`, or give its path"
-            )
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model = make_model(ModelConfig(**state["model_config"]))
-        model.load_state_dict(state["model"])
-        subwords = Subwords.load(checkpoint.parent / "subwords.json")
-        if len(subwords) != model.config.src_vocab:
-            raise ValueError(f"{checkpoint.parent}: the vocabulary does not fit the model")
-        return cls(model.eval(), subwords, subwords)
-
-
 def train_wmt(
     config: WMTConfig, folder: str | Path, progress: bool = True, corpus: Corpus | None = None
 ) -> Run:
@@ -563,15 +416,10 @@ def train_wmt(
     if rank == 0:
         folder.mkdir(parents=True, exist_ok=True)
         corpus = corpus or load_wmt_corpus(config, folder)
-        if not (folder / "subwords.json").exists():
-            corpus.src_vocab.save(folder / "subwords.json")
-    if world > 1:  # the others read the vocabulary the first process built
+        save_vocabularies(corpus, folder)  # or refuse a folder holding another vocabulary
+    if world > 1:  # the others read the vocabulary the first process saved
         torch.distributed.barrier()
         corpus = corpus or load_wmt_corpus(config, folder)
-    if Subwords.load(folder / "subwords.json") != corpus.src_vocab:
-        raise ValueError(
-            f"{folder}/subwords.json is not this corpus's vocabulary: use another folder"
-        )
     config = dataclasses.replace(config, accumulate=config.accumulation(world))
     return train_run(config, folder, corpus, SubwordTranslator, progress)
 
@@ -625,7 +473,7 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict
 
 def wmt_scores(run: Run) -> pd.DataFrame:
     """Chapter 5's final scores on newstest2013 and newstest2014, with the tokenized BLEU."""
-    return final_scores(run, "test", copy_unknowns=False, extra=tokenized_bleu)
+    return final_scores(run, "test", extra=tokenized_bleu)
 
 
 # %% tags=["active-ipynb"]

@@ -1,7 +1,9 @@
 """Chapter 5: tokens, vocabularies, token batches, fast dropout, cached and beam decoding, scoring,
 the translate filter, and small real runs on Multi30k."""
 
+import dataclasses
 import itertools
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -16,11 +18,14 @@ from annotated.ch05_multi30k import (
     PROFILES,
     SPECIALS,
     FastDropout,
+    Subwords,
+    SubwordTranslator,
     Translator,
     Vocab,
     average_snapshots,
     beam_search,
     detokenize,
+    final_scores,
     greedy_decode_cached,
     length_penalty,
     load_corpus,
@@ -48,7 +53,12 @@ needs_data = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def corpus():
-    return load_corpus(PROFILES["full"].min_freq)
+    return load_corpus(PROFILES["full"])
+
+
+@pytest.fixture(scope="module")
+def subword_corpus():
+    return load_corpus(dataclasses.replace(PROFILES["full"], vocab_size=8000))
 
 
 # ---------------------------------------------------------------- tokens and vocabularies
@@ -108,7 +118,7 @@ def test_vocabularies_come_from_train_only_and_saved_ones_are_checked(corpus, tm
         tmp_path / "vocab.de.json"
     )
     with pytest.raises(ValueError, match="other settings"):
-        load_corpus(2, tmp_path, splits=("val",))
+        load_corpus(PROFILES["full"], tmp_path, splits=("val",))
 
 
 @needs_data
@@ -119,6 +129,57 @@ def test_round_trip_on_the_validation_references(corpus):
         for tokens, text in zip(tokenize(references, "en"), references, strict=True)
     )
     assert same / len(references) > 0.97
+
+
+def _sentences() -> list[str]:
+    """Varied sentences in two alphabets, enough for a small BPE vocabulary with byte fallback."""
+    rng = random.Random(0)
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyzäöüß") for _ in range(rng.randint(2, 9)))
+        for _ in range(400)
+    ]
+    fixed = [
+        "The cat sat on the mat.",
+        "Die Katze saß auf der Matte.",
+        "Orlando Bloom und Miranda Kerr lieben sich noch immer.",
+        "Parliament's legislative prerogative",
+    ]
+    return fixed + [
+        " ".join(rng.choice(words) for _ in range(8)).capitalize() + "." for _ in range(600)
+    ]
+
+
+TEXTS = _sentences()
+VOCAB = 400  # 282 of them are bytes, specials and the characters seen
+
+
+@pytest.fixture(scope="module")
+def subwords():
+    return Subwords.build(TEXTS, VOCAB, data="test sentences")
+
+
+def test_subwords_round_trip_exactly_and_never_give_unk(subwords):
+    unseen = ["Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich — 100 %!"]
+    for text in TEXTS[:4] + unseen:
+        ids = subwords.encode([text])[0]
+        assert subwords.unk not in ids, "byte fallback spells unseen characters"
+        assert subwords.decode([ids]) == [text]
+    assert len(subwords) == VOCAB
+
+
+def test_subwords_use_the_specials_of_the_word_vocabulary(subwords):
+    pieces = [subwords.processor.id_to_piece(i) for i in range(4)]
+    assert pieces == list(SPECIALS)
+    assert (subwords.unk, *dataclasses.astuple(subwords.specials)) == (0, 1, 2, 3)
+
+
+def test_subwords_are_deterministic_saved_and_refused_with_other_settings(subwords, tmp_path):
+    assert Subwords.build(TEXTS, VOCAB, data="test sentences") == subwords
+    path = tmp_path / "subwords.json"
+    subwords.save(path)
+    assert Subwords.load(path, subwords.settings) == subwords
+    with pytest.raises(ValueError, match="built with"):
+        Subwords.load(path, {**subwords.settings, "vocab_size": 37000})
 
 
 # ---------------------------------------------------------------- batching
@@ -336,6 +397,9 @@ def test_profiles_and_environment(monkeypatch):
     full = PROFILES["full"]
     model = full.model_config(8000, 6000)
     assert (model.N, model.d_model, model.d_ff, model.h, model.d_k) == (3, 256, 1024, 4, 64)
+    assert model.tie_target_embeddings and not model.share_embeddings  # two word vocabularies
+    subwords = dataclasses.replace(full, vocab_size=8000).model_config(8000, 8000)
+    assert subwords.share_embeddings and not subwords.tie_target_embeddings
     assert full.train_config(100).checkpoint_every == 50
 
 
@@ -367,6 +431,10 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     run = train_multi30k(config, folder, progress=False, corpus=corpus)
     for name in ("checkpoint.pt", "vocab.de.json", "vocab.en.json", "history.csv", "evals.csv"):
         assert (folder / name).exists(), name
+    assert not (folder / "subwords.json").exists()
+    model = run.translator.model
+    assert model.generator.weight is model.tgt_embed[0].lut.weight
+    assert model.src_embed[0].lut.weight is not model.tgt_embed[0].lut.weight
     assert (folder / "averaged.pt").exists() and run.averaged is not None
     assert run.history.step.max() == run.evals.step.max()
     assert len(run.evals) == config.epochs * config.evals_per_epoch
@@ -398,7 +466,30 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     out = result.stdout.split("\n")
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     loaded = Translator.load(folder / "checkpoint.pt")
+    assert type(loaded) is Translator and loaded.tgt_vocab == corpus.tgt_vocab
     assert out[:3] == loaded.translate(lines.split("\n")[:3], beam=2)
+    scores = final_scores(run)
+    assert list(scores["<unk> copied"]).count("yes") == 4  # greedy and beam, val and test
+
+
+@needs_data
+def test_subword_run_shares_one_vocabulary_and_matrix_and_has_nothing_to_copy(
+    corpus, subword_corpus, tmp_path
+):
+    config = dataclasses.replace(PROFILES["smoke"], vocab_size=8000, train_pairs=500)
+    folder = tmp_path / "subwords"
+    run = train_multi30k(config, folder, progress=False, corpus=subword_corpus)
+    assert (folder / "subwords.json").exists() and not (folder / "vocab.de.json").exists()
+    model = run.translator.model
+    assert model.src_embed[0].lut.weight is model.tgt_embed[0].lut.weight is model.generator.weight
+    loaded = Translator.load(folder / "checkpoint.pt")
+    assert isinstance(loaded, SubwordTranslator) and loaded.src_vocab == subword_corpus.src_vocab
+    german = subword_corpus.raw["val"][0][0]
+    assert loaded.translate(["", german]) == run.translator.translate(["", german])
+    scores = final_scores(run)  # a subword model never writes <unk>: no copy rows
+    assert set(scores["<unk> copied"]) == {"no"} and len(scores) == 6
+    with pytest.raises(ValueError, match="another kind of vocabulary"):  # words in its folder
+        train_multi30k(PROFILES["smoke"], folder, progress=False, corpus=corpus)
 
 
 def test_translate_cli_without_a_checkpoint_says_what_to_do(tmp_path):

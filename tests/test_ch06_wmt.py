@@ -3,7 +3,6 @@ paper's configurations, shared weights, step sizes, the data-parallel check, tok
 a small real run on the WMT14 sample."""
 
 import dataclasses
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +12,15 @@ import torch
 
 from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 from annotated.ch03_training import SpecialTokens, label_smoothing_loss, make_optimizer
-from annotated.ch05_multi30k import SPECIALS, average_snapshots, make_batch, step_shard
+from annotated.ch05_multi30k import (
+    SubwordTranslator,
+    Translator,
+    average_snapshots,
+    make_batch,
+    step_shard,
+)
 from annotated.ch06_wmt import (
     WMT_PROFILES,
-    Subwords,
-    SubwordTranslator,
     WMTConfig,
     ddp_check,
     load_wmt_corpus,
@@ -32,29 +35,9 @@ from annotated.ch06_wmt import (
 from annotated.datasets import DATA_DIR_ENV, WMT14_TOY_PAIRS, available_offline
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBWORD_SPECIALS = SpecialTokens(pad=1, bos=2, eos=3)  # what Subwords gives (checked below)
-
-
-def _sentences() -> list[str]:
-    """Varied sentences in two alphabets, enough for a small BPE vocabulary with byte fallback."""
-    rng = random.Random(0)
-    words = [
-        "".join(rng.choice("abcdefghijklmnopqrstuvwxyzäöüß") for _ in range(rng.randint(2, 9)))
-        for _ in range(400)
-    ]
-    fixed = [
-        "The cat sat on the mat.",
-        "Die Katze saß auf der Matte.",
-        "Orlando Bloom und Miranda Kerr lieben sich noch immer.",
-        "Parliament's legislative prerogative",
-    ]
-    return fixed + [
-        " ".join(rng.choice(words) for _ in range(8)).capitalize() + "." for _ in range(600)
-    ]
-
-
-TEXTS = _sentences()
-VOCAB = 400  # 282 of them are bytes, specials and the characters seen
+SUBWORD_SPECIALS = SpecialTokens(
+    pad=1, bos=2, eos=3
+)  # what Subwords gives (tests/test_ch05 checks it)
 
 
 needs_data = pytest.mark.skipif(
@@ -63,12 +46,7 @@ needs_data = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def subwords():
-    return Subwords.build(TEXTS, VOCAB, data="test sentences")
-
-
-# ---------------------------------------------------------------- text and subwords
+# ---------------------------------------------------------------- text
 
 
 def test_plain_text_undoes_moses_escapes_and_spacing():
@@ -78,30 +56,6 @@ def test_plain_text_undoes_moses_escapes_and_spacing():
     out = plain_text(["&quot; Two soldiers came up to me &quot; , she said ."], "en")[0]
     assert "&quot;" not in out and out.startswith('"Two soldiers') and out.endswith("said.")
     assert plain_text(["Es geht nicht an , dass ..."], "de") == ["Es geht nicht an, dass..."]
-
-
-def test_subwords_round_trip_exactly_and_never_give_unk(subwords):
-    unseen = ["Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich — 100 %!"]
-    for text in TEXTS[:4] + unseen:
-        ids = subwords.encode([text])[0]
-        assert subwords.unk not in ids, "byte fallback spells unseen characters"
-        assert subwords.decode([ids]) == [text]
-    assert len(subwords) == VOCAB
-
-
-def test_subwords_use_the_specials_of_chapter_5(subwords):
-    pieces = [subwords.processor.id_to_piece(i) for i in range(4)]
-    assert pieces == list(SPECIALS)
-    assert (subwords.unk, *dataclasses.astuple(subwords.specials)) == (0, 1, 2, 3)
-
-
-def test_subwords_are_deterministic_saved_and_refused_with_other_settings(subwords, tmp_path):
-    assert Subwords.build(TEXTS, VOCAB, data="test sentences") == subwords
-    path = tmp_path / "subwords.json"
-    subwords.save(path)
-    assert Subwords.load(path, subwords.settings) == subwords
-    with pytest.raises(ValueError, match="built with"):
-        Subwords.load(path, {**subwords.settings, "vocab_size": 37000})
 
 
 def test_paper_tokens_split_compounds_and_tokenized_bleu_is_its_own_number():
@@ -251,7 +205,8 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert set(scores.split) == {"val", "test"}
     assert scores["BLEU signature"][0].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "tokenized BLEU" in scores.columns
-    translator = SubwordTranslator.load(tmp_path / "run" / "averaged.pt")
+    translator = Translator.load(tmp_path / "run" / "averaged.pt")
+    assert isinstance(translator, SubwordTranslator), "subwords.json in the folder decides"
     assert translator.translate(["", "A house.", ""])[0::2] == ["", ""]
     again = train_wmt(config, tmp_path / "run", progress=False, corpus=smoke_corpus)
     assert again.history.equals(run.history), "a finished run is loaded, not trained again"
