@@ -49,6 +49,7 @@ from sacremoses import MosesDetokenizer, MosesTokenizer
 
 from annotated.ch03_training import TrainConfig, rank_and_world
 from annotated.ch05_multi30k import (
+    PROFILE_ENV,
     Corpus,
     Multi30kConfig,
     Run,
@@ -240,7 +241,7 @@ WMT_PROFILES = {
 def wmt_profile(name: str | None = None) -> tuple[str, WMTConfig]:
     """The WMT profile named (or by $ANNOTATED_PROFILE: "smoke" -> smoke, else "sample")."""
     if name is None:
-        name = "smoke" if os.environ.get("ANNOTATED_PROFILE") == "smoke" else "sample"
+        name = "smoke" if os.environ.get(PROFILE_ENV) == "smoke" else "sample"
     if name not in WMT_PROFILES:
         raise ValueError(f"unknown WMT profile {name!r}: choose one of {sorted(WMT_PROFILES)}")
     return name, WMT_PROFILES[name]
