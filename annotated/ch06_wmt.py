@@ -152,7 +152,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
 # | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | ≈ 6,000 target | 25,000-token steps would give a few hundred steps in all |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, ≈ 20 minutes | |
-# | residual blocks | post-norm | post-norm | pre-norm | chapter 5's pilots |
+# | residual blocks | post-norm | post-norm | pre-norm | in chapter 5, pre-norm led post-norm for the first 25 minutes |
 # | checkpoints averaged | last 5 | last 20 | last 5 | |
 #
 # The sample shortens the warmup because it takes only a few hundred steps in all; with the
