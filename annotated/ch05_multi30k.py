@@ -1862,12 +1862,13 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
 # cannot write.
 #
 # **Subwords, tried.** So the third attempt replaced the words by 8,000 shared subwords (section 2)
-# with all three embedding matrices shared, and kept everything else of the second run. It learned far more slowly.
-# After 10.3 minutes of training its validation BLEU was 3.4, where the word run had 18.8 at the
-# same point, so we stopped it and measured the start of training more carefully: 200 steps from
-# the same seed, with the same schedule and batches of the same size. Words reached 55.9 nats per
-# validation sentence (the summed cross-entropy of the reference, which does not depend on how a
-# sentence is cut into tokens) and 1.2 BLEU on 300 validation sentences. Subwords reached 69.8
+# with all three embedding matrices shared, and kept everything else of the second run. It
+# learned far more slowly. After 10.3 minutes of training its validation BLEU was 3.4, where the
+# word run had 18.8 at the same point, so we stopped it and measured the start of training more
+# carefully: 200 steps from the same seed, with the same schedule and batches of the same size.
+# Words reached 55.9 nats per validation sentence (the summed cross-entropy of the reference,
+# which does not depend on how a sentence is cut into tokens) and 1.2 BLEU on 300 validation
+# sentences. Subwords reached 69.8
 # nats and 0.5 BLEU. Subwords that shared only the target embedding with the output layer, like
 # the words, reached 70.3 and 0.5, so sharing the three matrices is not the cause. Each subword
 # step also took about 12% longer: sentences are longer, and the output layer is wider. We have
