@@ -13,6 +13,7 @@ from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
     TrainConfig,
+    dropout_rate,
     evaluate,
     label_smoothing_loss,
     load_checkpoint,
@@ -20,6 +21,7 @@ from annotated.ch03_training import (
     pad_sequences,
     rate,
     save_checkpoint,
+    set_dropout,
     smoothed_targets,
     train,
 )
@@ -164,6 +166,83 @@ def test_cooldown_ties_the_schedule_to_the_run_length(tmp_path):
             source(),
             dataclasses.replace(config, max_steps=5),
             checkpoint=checkpoint,
+            progress=False,
+        )
+
+
+# ---------------------------------------------------------------- dropout schedule
+
+
+def test_dropout_rate_moves_linearly_from_p_drop_to_final():
+    config = TrainConfig(max_steps=5, warmup=2, p_drop_final=0.5)
+    rates = [dropout_rate(step, 0.1, config) for step in range(1, 6)]
+    assert rates == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    fixed = TrainConfig(max_steps=5, warmup=2)
+    assert [dropout_rate(step, 0.1, fixed) for step in range(1, 6)] == [0.1] * 5
+
+
+def dropout_rates(model: nn.Module) -> dict[str, list[float]]:
+    """The rates of the model's dropout modules, by kind: attention weights or the rest."""
+    rates = {"attention": [], "other": []}
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Dropout):
+            rates["attention" if "_attn." in name else "other"].append(module.p)
+    return rates
+
+
+def test_set_dropout_leaves_attention_dropout_alone():
+    model = tiny_model(p_drop=0.1, p_attn_drop=0.05)
+    before = dropout_rates(model)
+    assert len(before["other"]) == 7  # 2 per encoder layer, 3 per decoder layer, 2 embeddings
+    assert before["attention"], "the name test must find the attention dropouts"
+    set_dropout(model, 0.4)
+    after = dropout_rates(model)
+    assert after["other"] == [0.4] * 7
+    assert after["attention"] == before["attention"]
+
+
+def test_training_follows_the_dropout_schedule_step_by_step():
+    model = tiny_model(p_drop=0.1, p_attn_drop=0.05)
+    config = TrainConfig(max_steps=5, warmup=2, p_drop_final=0.5)
+    seen = []
+    train(
+        model,
+        source(),
+        config,
+        progress=False,
+        on_step=lambda row: seen.append(dropout_rates(model)),
+    )
+    for step, rates in enumerate(seen, start=1):
+        assert rates["other"] == pytest.approx([dropout_rate(step, 0.1, config)] * 7)
+        assert set(rates["attention"]) == {0.05}
+    assert model.config.p_drop == 0.1, "the schedule must not rewrite the model's configuration"
+
+
+def test_dropout_schedule_resumes_exactly_and_ties_the_run_length(tmp_path):
+    config = TrainConfig(max_steps=6, warmup=3, checkpoint_every=0, p_drop_final=0.6)
+    straight = tiny_model(p_drop=0.1)
+    initial = copy.deepcopy(straight.state_dict())
+    train(straight, source(), config, progress=False)
+    checkpoint = tmp_path / "run.pt"
+    first = tiny_model(p_drop=0.1)
+    first.load_state_dict(initial)
+    stopped = train(
+        first, source(), config, checkpoint, progress=False, on_step=lambda row: row["step"] == 3
+    )
+    assert len(stopped) == 3
+    second = tiny_model(p_drop=0.1)
+    history = train(second, source(), config, checkpoint, progress=False)
+    assert list(history["step"]) == list(range(1, 7))
+    for (name, a), b in zip(
+        straight.state_dict().items(), second.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    with pytest.raises(ValueError, match="max_steps: checkpoint 6, now 8"):
+        train(
+            tiny_model(p_drop=0.1),
+            source(),
+            dataclasses.replace(config, max_steps=8),
+            checkpoint,
             progress=False,
         )
 
@@ -343,6 +422,8 @@ def test_evaluate_restores_mode_and_needs_no_gradients():
         ({"max_steps": 0}, "max_steps"),
         ({"cooldown": -1}, "cooldown"),
         ({"max_steps": 10, "cooldown": 11}, "cooldown"),
+        ({"p_drop_final": 1.0}, "p_drop_final"),
+        ({"p_drop_final": -0.1}, "p_drop_final"),
     ],
 )
 def test_invalid_training_configurations_fail_clearly(changes, message):

@@ -232,6 +232,9 @@ def test_fast_dropout_distribution_and_scaling():
     assert FastDropout(0.0)(x) is x
     with pytest.raises(ValueError):
         FastDropout(1.0)
+    layer.train()
+    layer.p = 0.5  # chapter 3's set_dropout changes the rate during training
+    assert abs((layer(x) != 0).float().mean().item() - 0.5) < 0.002
 
 
 def test_use_fast_dropout_swaps_every_dropout_and_keeps_the_weights():
