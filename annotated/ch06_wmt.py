@@ -175,6 +175,7 @@ class WMTConfig(Multi30kConfig):
     d_ff: int = 2048
     h: int = 8
     p_drop: float = 0.1
+    p_drop_final: float | None = None  # the paper's dropout is fixed
     norm_first: bool = False
     warmup: int = 4000
     lr_factor: float = 1.0

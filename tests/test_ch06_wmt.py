@@ -75,6 +75,7 @@ def test_base_and_big_profiles_are_the_papers_models_and_recipe():
     base, big = WMT_PROFILES["base"], WMT_PROFILES["big"]
     assert (base.N, base.d_model, base.d_ff, base.h, base.p_drop) == (6, 512, 2048, 8, 0.1)
     assert (big.N, big.d_model, big.d_ff, big.h, big.p_drop) == (6, 1024, 4096, 16, 0.3)
+    assert base.p_drop_final is None and big.p_drop_final is None, "the paper's dropout is fixed"
     assert (base.steps, big.steps, base.average_last, big.average_last) == (100_000, 300_000, 5, 20)
     train = base.train_config(steps_per_epoch=5000)
     assert (train.warmup, train.lr_factor, train.eps_ls, train.cooldown) == (4000, 1.0, 0.1, 0)
