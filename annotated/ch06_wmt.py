@@ -547,6 +547,18 @@ def setup_distributed() -> tuple[int, int]:
     return rank_and_world()
 
 
+def teardown_distributed() -> None:
+    """Leave the process group together: wait for every process, then destroy it (if any).
+
+    Without the barrier a process that finished first (any but the first, which still writes the
+    checkpoint) tears its communication threads down while the others may still be talking, and
+    under gloo that has, rarely, aborted a process at exit.
+    """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+
+
 def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
     """Train a small model with `processes` gloo processes and with one; compare the results."""
     folder = Path(folder)

@@ -20,7 +20,7 @@ from torch import nn
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import SpecialTokens, TrainConfig, train
 from annotated.ch05_multi30k import make_batch, step_shard, token_batches
-from annotated.ch06_wmt import setup_distributed
+from annotated.ch06_wmt import setup_distributed, teardown_distributed
 
 SPECIALS = SpecialTokens(pad=1, bos=2, eos=3)
 VOCAB = 20
@@ -69,8 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     train(trained, batches, config, checkpoint=args.out, progress=False)
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    teardown_distributed()
     return 0
 
 

@@ -42,16 +42,13 @@ def main(argv: list[str] | None = None) -> int:
         run = ch05.train_multi30k(config, folder)
         columns = COLUMNS
     else:
-        import torch
-
         from annotated import ch06_wmt as ch06
 
         rank, _ = ch06.setup_distributed()
         profile, config = ch06.wmt_profile(args.profile)
         folder = args.run_dir or ch05.RUNS_DIR / f"wmt-{profile}"
         run = ch06.train_wmt(config, folder)
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        ch06.teardown_distributed()
         if rank != 0:
             return 0
         columns = [c for c in COLUMNS if c != "<unk> copied"]
