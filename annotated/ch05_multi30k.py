@@ -414,9 +414,9 @@ class Subwords:
 # (validation BLEU 11.6 against 5.5 after 456 steps, 26.2 against 20.6 after 912), and the end is a
 # little better (section 13). `p_drop=0.2, p_drop_final=None` gives the fixed rate back.
 #
-# Training runs 20 epochs, 3,040 steps. On this machine that took 58 minutes on a quiet day and
-# 66 on a busy one: the committed run's steps were 14% slower on average than the previous run's,
-# with the same step cost (section 13). A 60-minute limit on training time (`max_minutes`) stops a
+# Training runs 20 epochs, 3,040 steps. On this machine that took 58 minutes one day and 66
+# another: the committed run's steps were 14% slower on average than the previous run's, though
+# the two cost the same per step when measured side by side (section 13). A 60-minute limit on training time (`max_minutes`) stops a
 # run early on a slower computer, where the rate then ends a little above 0; the committed run was
 # given 75 so that it could be compared step for step with the run before it. The validation BLEU
 # is measured every half epoch, and the time spent measuring it is not counted.
@@ -1844,7 +1844,8 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
 #   and the output layer share weights; bf16 autocast instead of fp32; the last five
 #   half-epoch snapshots averaged instead of five 10-minute checkpoints; dropout rising from 0.1
 #   to 0.3 instead of a fixed 0.1, and a learning rate that falls to zero over the last ten epochs
-#   instead of equation 3 to the end. The optimizer, the warmup, label smoothing and the beam search settings are the paper's.
+#   instead of equation 3 to the end. The optimizer, the warmup, label smoothing and the beam
+#   search settings are the paper's.
 # * **From the original Annotated Transformer.** It no longer runs as published (a dead data URL,
 #   torchtext retired, a GPU needed); it built its vocabulary with the test data in sight, padded every
 #   batch to a fixed length, decoded greedily without a cache, had no beam search, and never reported
@@ -1864,11 +1865,11 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
 # baseline measured on the same machine (38.0 greedy after an hour, validation 35 after about 40
 # minutes) it is ahead, but only a little.
 #
-# The 65.7 minutes need a word. The run before it did the same 3,040 steps in 57.7 minutes, and
-# the two cost the same per step: run side by side on the same 30 batches, the two recipes took
-# 1.05 and 1.08 seconds per step, and the dropout rate does not change how much work a step
-# does. The machine was simply busier that day (its first 456 steps averaged 1.42 seconds, its
-# last 500, 1.22). With the default 60-minute limit it would have stopped near step 2,740, where
+# The 65.7 minutes need a word. The run before it did the same 3,040 steps in 57.7 minutes, yet
+# the two recipes cost the same per step: measured side by side on the same 30 batches, a step
+# took 1.08 seconds with a fixed rate and 1.05 with the rising one, and the rate does not change
+# how much work a step does. The machine itself was slower during this run, and unevenly so (its
+# first 456 steps averaged 1.42 seconds, its last 500, 1.22). With the default 60-minute limit it would have stopped near step 2,740, where
 # the bare model's validation BLEU was 36.8.
 #
 # It is the sixth full run, and the runs before it are the reason for its settings. The first
