@@ -176,6 +176,7 @@ class WMTConfig(Multi30kConfig):
     h: int = 8
     p_drop: float = 0.1
     p_drop_final: float | None = None  # the paper's dropout is fixed
+    length_penalty: float = 0.6  # the paper's (chapter 5 chose its own on Multi30k)
     norm_first: bool = False
     warmup: int = 4000
     lr_factor: float = 1.0

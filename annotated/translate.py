@@ -33,12 +33,19 @@ def main(argv: list[str] | None = None) -> int:
         help="a chapter 5 checkpoint (default: runs/multi30k-full/averaged.pt, else checkpoint.pt)",
     )
     parser.add_argument("--beam", type=int, default=4, help="beam size (1: greedy decoding)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (section 6.1)")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="length penalty (default: chapter 5's, chosen on the Multi30k validation set)",
+    )
     parser.add_argument("--batch", type=int, default=64, help="lines translated together")
     args = parser.parse_args(argv)
     if args.beam < 1:
         parser.error("--beam must be at least 1")
-    from annotated.ch05_multi30k import Translator  # imported late: --help stays instant
+    from annotated.ch05_multi30k import Multi30kConfig, Translator  # late: --help stays instant
+
+    alpha = Multi30kConfig.length_penalty if args.alpha is None else args.alpha
 
     try:
         translator = Translator.load(args.checkpoint or default_checkpoint())
@@ -48,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     lines: list[str] = []
 
     def flush() -> None:
-        for translation in translator.translate(lines, beam=args.beam, alpha=args.alpha):
+        for translation in translator.translate(lines, beam=args.beam, alpha=alpha):
             print(translation, flush=False)
         sys.stdout.flush()
         lines.clear()

@@ -18,6 +18,7 @@ from annotated.ch05_multi30k import (
     PROFILES,
     SPECIALS,
     FastDropout,
+    Multi30kConfig,
     Subwords,
     SubwordTranslator,
     Translator,
@@ -28,11 +29,13 @@ from annotated.ch05_multi30k import (
     final_scores,
     greedy_decode_cached,
     length_penalty,
+    length_penalty_sweep,
     load_corpus,
     make_batch,
     padding_fraction,
     profile_config,
     save_snapshot,
+    saved_scores,
     score,
     token_batches,
     tokenize,
@@ -381,6 +384,9 @@ def test_score_perfect_and_signature():
     perfect = score(references, references)
     assert perfect["BLEU"] == pytest.approx(100.0) and perfect["chrF"] == pytest.approx(100.0)
     assert "case:mixed" in perfect["BLEU signature"] and "tok:13a" in perfect["BLEU signature"]
+    assert perfect["length ratio"] == 1.0
+    short = score(["A dog runs.", "Two men talk."], references)  # 4 + 4 tokens against 7 + 4
+    assert short["length ratio"] == pytest.approx(8 / 11, abs=1e-3)
     # Our detokenizer matters: scoring the token-joined text of a hyphenated word loses points.
     hyphen = ["A girl in a t-shirt sits on a long wooden bench."]
     joined = " ".join(tokenize(hyphen, "en")[0])
@@ -470,9 +476,14 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     loaded = Translator.load(folder / "checkpoint.pt")
     assert type(loaded) is Translator and loaded.tgt_vocab == corpus.tgt_vocab
-    assert out[:3] == loaded.translate(lines.split("\n")[:3], beam=2)
+    alpha = Multi30kConfig.length_penalty  # the filter's default
+    assert out[:3] == loaded.translate(lines.split("\n")[:3], beam=2, alpha=alpha)
     scores = final_scores(run)
     assert list(scores["<unk> copied"]).count("yes") == 4  # greedy and beam, val and test
+    # Saved scores are reused only for the decoding settings that produced them.
+    assert saved_scores(run) == scores.to_dict("records")
+    other = dataclasses.replace(run, config=dataclasses.replace(config, length_penalty=alpha + 1))
+    assert saved_scores(other) is None
 
 
 @needs_data
@@ -493,6 +504,20 @@ def test_subword_run_shares_one_vocabulary_and_matrix_and_has_nothing_to_copy(
     assert set(scores["<unk> copied"]) == {"no"} and len(scores) == 6
     with pytest.raises(ValueError, match="another kind of vocabulary"):  # words in its folder
         train_multi30k(PROFILES["smoke"], folder, progress=False, corpus=corpus)
+
+
+def test_length_penalty_sweep_decodes_once_per_alpha(monkeypatch):
+    calls = []
+
+    def fake(translator, corpus, split, limit, beam, alpha):
+        calls.append((split, limit, beam, alpha))
+        return {"BLEU": 30 + alpha, "chrF": 50.0, "length ratio": 0.9 + alpha / 10}, []
+
+    monkeypatch.setattr("annotated.ch05_multi30k.evaluate_split", fake)
+    table = length_penalty_sweep(None, None, "val", 100, 4, (0.0, 0.6, 2.0))
+    assert calls == [("val", 100, 4, 0.0), ("val", 100, 4, 0.6), ("val", 100, 4, 2.0)]
+    assert list(table.columns) == ["α", "BLEU", "chrF", "length ratio"]
+    assert list(table["BLEU"]) == [30.0, 30.6, 32.0]
 
 
 def test_translate_cli_without_a_checkpoint_says_what_to_do(tmp_path):
