@@ -287,7 +287,7 @@ def schedule_chart(pairs: Sequence[tuple[int, int]], steps: int = 20_000) -> alt
         ]
     )
     return (
-        alt.Chart(rounded(frame, 8))
+        alt.Chart(rounded(frame))
         .mark_line()
         .encode(
             x=alt.X(
@@ -386,7 +386,9 @@ def label_smoothing_loss(logits: Tensor, target: Tensor, pad: int, eps_ls: float
     target = target.reshape(-1)  # (n,)
     real = target != pad
     target = target[real]  # (m,) pad positions are not predicted at all
-    log_p = logits.reshape(-1, vocab)[real].float().log_softmax(dim=-1)  # (m, vocab), in fp32
+    log_p = logits.reshape(-1, vocab)[real]  # (m, vocab)
+    # At least fp32 (bf16 logits are widened); float64 stays float64.
+    log_p = log_p.to(torch.promote_types(log_p.dtype, torch.float32)).log_softmax(dim=-1)
     spread = eps_ls / (vocab - 2)  # q of every class that is neither the target nor pad
     log_p_target = log_p.gather(1, target.unsqueeze(1)).squeeze(1)  # (m,)
     # Sum around the pad column rather than subtracting it: pad may have log p = -inf.
@@ -418,7 +420,7 @@ def smoothing_chart(target: Tensor, vocab: int, pad: int, eps_ls: float) -> alt.
         ]
     )
     return (
-        alt.Chart(rounded(frame, 4))
+        alt.Chart(rounded(frame))
         .mark_rect(stroke="white")
         .encode(
             x=alt.X("token:O", title="token id (0 = pad)"),
@@ -450,18 +452,20 @@ def confidence_curve(
     rows = []
     for eps_ls in eps_values:
         for p in [i / 200 for i in range(4, 200)] + [0.999, 0.9999]:
-            probs = torch.full((1, vocab), (1 - p) / (vocab - 2))
+            # float64: near its minimum the loss is a difference of nearly equal sums, and in
+            # float32 its last digits would depend on the machine's kernels.
+            probs = torch.full((1, vocab), (1 - p) / (vocab - 2), dtype=torch.float64)
             probs[0, pad], probs[0, 1] = 0.0, p
             logits = probs.log()  # -inf at pad: probability exactly 0 there
             loss = label_smoothing_loss(logits, torch.tensor([1]), pad, eps_ls).item()
-            loss = max(loss, 0.0)  # a KL divergence is never negative; -1e-8 would be rounding
+            loss = max(loss, 0.0)  # a KL divergence is never negative; -1e-16 would be rounding
             rows.append({"p(right token)": p, "loss": loss, "eps_ls": f"eps_ls = {eps_ls}"})
     return pd.DataFrame(rows)
 
 
 def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
     return (
-        alt.Chart(rounded(frame, 5))
+        alt.Chart(rounded(frame))
         .mark_line()
         .encode(
             x=alt.X("p(right token):Q", title="probability the model gives the right token"),
@@ -496,7 +500,7 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
 # %% tags=["active-ipynb"]
 # import torch.nn.functional as F
 #
-# logits = torch.randn(6, 10)
+# logits = torch.randn(6, 10, dtype=torch.float64)  # float64: five digits that hold on any machine
 # target = torch.tensor([3, 4, 5, 6, 7, 0])
 # real = target != 0
 # eps = 0.1
@@ -505,7 +509,7 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
 # entropy_pt = -torch.xlogy(q_pt, q_pt).sum()
 # theirs = F.cross_entropy(logits, target, ignore_index=0, label_smoothing=eps, reduction="sum")
 # ours = label_smoothing_loss(logits, target, pad=0, eps_ls=eps)
-# q_ours = smoothed_targets(target, 10, 0, eps)
+# q_ours = smoothed_targets(target, 10, 0, eps).double()
 # print(f"PyTorch cross-entropy, label_smoothing=0.1:     {theirs.item():.5f}")
 # print(f"KL to PyTorch's target + its entropy:           {(kl_pt + entropy_pt).item():.5f}")
 # print(f"our KL + entropy of our target (cross-entropy): {(ours - torch.xlogy(q_ours, q_ours).sum()).item():.5f}")
@@ -645,6 +649,9 @@ def evaluate(
 # Checkpoints are plain `torch.save` files. Each carries both configurations; loading one into a
 # model or a run with a different configuration is refused with a message naming the fields
 # that differ, instead of failing later with a shape error or, worse, training on silently.
+# They are read with `weights_only=True`: tensors, numbers and strings only, so a file that is
+# not a checkpoint (or one crafted to run code when unpickled) is refused with a message, never
+# executed.
 
 # %%
 CHECKPOINT_VERSION = 1
@@ -673,17 +680,38 @@ def _config_differences(saved: dict, current: dict) -> list[str]:
     ]
 
 
+def read_checkpoint(path: str | Path) -> dict:
+    """A checkpoint file's contents (a model's weights and its ModelConfig at least), or a clear error."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a checkpoint file: name the .pt file in it")
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}: train first, or give the right path")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a pickle, zip or EOF error, or a type weights_only refuses
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+        raise ValueError(
+            f"{path} is not a checkpoint this book can read ({type(error).__name__}: {reason}). "
+            "Check the path. A file cut short (an interrupted copy or download) reads like this "
+            "too; the book's own checkpoints are written atomically and are never left half-written."
+        ) from None
+    if not isinstance(state, dict) or not {"model", "model_config"} <= set(state):
+        raise ValueError(
+            f"{path} is a PyTorch file but not a checkpoint of this book "
+            "(it holds no 'model' weights with their 'model_config')"
+        )
+    return state
+
+
 def load_checkpoint(
     path: str | Path, model_config: ModelConfig, train_config: TrainConfig | None = None
 ) -> dict:
     """Read a checkpoint, refusing one written for another model or training configuration."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}: train first, or give the right path")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_checkpoint(path)
     if state.get("version") != CHECKPOINT_VERSION:
         raise ValueError(
-            f"{path} is not a checkpoint of this book (version {state.get('version')!r})"
+            f"{path} is not a training checkpoint of this book (version {state.get('version')!r})"
         )
     differences = _config_differences(state["model_config"], dataclasses.asdict(model_config))
     if train_config is not None:
@@ -740,10 +768,12 @@ def train(
     checkpoint: str | Path | None = None,
     progress: bool = True,
     on_step: Callable[[dict], bool | None] | None = None,
+    extra: dict | None = None,
 ) -> pd.DataFrame:
     """Train for config.max_steps optimizer steps (resuming from `checkpoint` if it exists).
 
     `on_step` is called with each step's history row; if it returns True, training stops there.
+    `extra` entries are stored in every checkpoint too (chapter 5 keeps its decoding settings).
     `model` may be wrapped in DistributedDataParallel; `config.accumulate` then counts the
     micro-batches of one process.
     """
@@ -777,6 +807,7 @@ def train(
             history=history,
             model_config=dataclasses.asdict(core.config),
             train_config=dataclasses.asdict(config),
+            **(extra or {}),
         )
 
     model.train()

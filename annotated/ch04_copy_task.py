@@ -275,7 +275,7 @@ def train_copy_model(
 def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VConcatChart:
     """Loss per token and held-out exact match against optimizer steps."""
     loss = (
-        alt.Chart(rounded(history[["step", "loss"]], 4))
+        alt.Chart(rounded(history[["step", "loss"]]))
         .mark_line()
         .encode(
             x=alt.X("step:Q", title="optimizer step"),
@@ -285,7 +285,7 @@ def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VCon
         .properties(width=420, height=180, title="Training loss")
     )
     match = (
-        alt.Chart(rounded(checks, 4))
+        alt.Chart(rounded(checks))
         .mark_line(point=True)
         .encode(
             x=alt.X("step:Q", title="optimizer step"),
@@ -379,7 +379,7 @@ def attention_chart(frame: pd.DataFrame) -> alt.Chart:
     rows = list(dict.fromkeys(frame["output position"]))
     cols = list(dict.fromkeys(frame["source position"]))
     return (
-        alt.Chart(rounded(frame, 3))
+        alt.Chart(rounded(frame))
         .mark_rect()
         .encode(
             x=alt.X("source position:N", sort=cols, title="source position: symbol (attended to)"),

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+import numpy as np
+import pandas as pd
 
 from annotated.files import atomic_write
 
@@ -129,7 +131,26 @@ def write_vega_bundle(directory: str | Path) -> Path:
     return target
 
 
-def rounded(frame, digits: int = 6):
-    """Round a DataFrame's float columns so chart specs do not depend on the last bits of a float."""
+def rounded(frame: pd.DataFrame, significant: int = 3) -> pd.DataFrame:
+    """Round a DataFrame's float columns to `significant` digits, for charts and tables.
+
+    Floats computed on another CPU or GPU, with other kernels or thread counts, differ in their
+    last bits; a chart spec or a table that printed them would differ too. Three significant
+    digits are all a reader can see in a chart, and a rounding that lands on another side of a
+    boundary needs a value to sit within ~1e-7 (float32) of it. Values far below the column's
+    largest (by 1e-6 or more, the size of float32 rounding noise) become 0, so a quantity whose
+    exact value is 0 does not show its noise.
+    """
     floats = frame.select_dtypes("float").columns
-    return frame.assign(**{name: frame[name].round(digits) for name in floats})
+    return frame.assign(**{name: _significant(frame[name], significant) for name in floats})
+
+
+def _significant(column: pd.Series, digits: int) -> pd.Series:
+    values = column.to_numpy(dtype=np.float64)
+    finite = np.isfinite(values)
+    scale = np.abs(values[finite]).max() if finite.any() else 0.0
+    shown = [
+        0.0 if abs(v) <= scale * 1e-6 else float(f"{v:.{digits}g}") if np.isfinite(v) else v
+        for v in values
+    ]
+    return pd.Series(shown, index=column.index, name=column.name, dtype=np.float64)
