@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import altair as alt
@@ -64,7 +65,7 @@ class ModelConfig:
     norm_first: bool = False  # False: the paper's LayerNorm(x + Sublayer(x)); True: pre-norm
     share_embeddings: bool = False  # tie source/target embeddings and the output layer (3.4)
     tie_target_embeddings: bool = False  # tie only the target embedding and the output layer
-    max_len: int = 5000  # longest sequence the positional encoding table covers
+    max_len: int = 5000  # positions the sinusoid table holds at first; longer inputs extend it
 
     def __post_init__(self) -> None:
         for name in ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len"):
@@ -329,13 +330,17 @@ class Embeddings(nn.Module):
 # quickly) to $10000 \cdot 2\pi$ (the last pair, which hardly changes over a sentence). Read along a
 # row, it is like the hands of many clocks running at different speeds. The encoding is followed
 # by dropout (section 5.4). The paper also tried learned position embeddings and found nearly
-# identical results (Table 3, row E); sinusoids need no training and cover any length up to the
-# table's size.
+# identical results (Table 3, row E). Sinusoids need no training, and, unlike a learned table of
+# embeddings, they are defined for every position: section 3.5 hopes this lets the model read
+# sentences longer than any it trained on. Our module keeps a precomputed table for speed
+# (`ModelConfig.max_len` rows) and computes more rows when a longer input arrives, so the
+# model accepts any length; the end of this section shows what the encodings look like past
+# the table.
 
 
 # %%
-def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
-    """(max_len, d_model) positional encodings of section 3.5."""
+def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """(max_len, d_model) positional encodings of section 3.5 (computed in float64)."""
     if d_model % 2:
         raise ValueError(
             f"the sinusoidal encoding pairs dimensions, so d_model must be even, got {d_model}"
@@ -347,11 +352,11 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     table = torch.empty(max_len, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency)
-    return table.float()
+    return table.to(dtype)
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table to its input, then applies dropout."""
+    """Adds the sinusoidal encodings to its input, then applies dropout; any length."""
 
     def __init__(self, d_model: int, p_drop: float, max_len: int = 5000) -> None:
         super().__init__()
@@ -363,10 +368,10 @@ class PositionalEncoding(nn.Module):
         """(batch, len, d_model) -> (batch, len, d_model); x's first position is position `start`."""
         end = start + x.size(1)
         if end > self.table.size(0):
-            raise ValueError(
-                f"sequence of length {end} is longer than the positional table ({self.table.size(0)}): "
-                "raise ModelConfig.max_len"
-            )
+            # Past the table: compute a longer one (doubling, so that decoding one position at a
+            # time does not recompute it at every step). Its first rows are the old table's.
+            rows = max(end, 2 * self.table.size(0))
+            self.table = sinusoidal_table(rows, self.table.size(1)).to(self.table)
         return self.dropout(x + self.table[start:end])
 
 
@@ -387,7 +392,7 @@ def positional_heatmap(positions: int = 100, d_model: int = 64) -> alt.Chart:
         ]
     )
     return (
-        alt.Chart(rounded(frame, 4))
+        alt.Chart(rounded(frame))
         .mark_rect()
         .encode(
             x=alt.X(
@@ -428,7 +433,7 @@ def positional_curves(
         ]
     )
     return (
-        alt.Chart(rounded(frame, 4))
+        alt.Chart(rounded(frame))
         .mark_line()
         .encode(
             x=alt.X("position:Q", title="position"),
@@ -500,20 +505,101 @@ def linear_offset_check(offsets: list[int], d_model: int = 64, span: int = 20_00
         rows.append(
             {
                 "offset k": k,
-                "max error, M_k from the formula": f"{error_formula:.0e}",
-                "max error, M_k fitted (held-out positions)": f"{error_fit:.0e}",
+                "max error, M_k from the formula": _below(error_formula, 1e-9),
+                "max error, M_k fitted (held-out positions)": _below(error_fit, 1e-9),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _below(error: float, bound: float) -> str:
+    """'below 1e-09' when the error is rounding noise, else the error itself (a real failure)."""
+    # The noise's exact size depends on the CPU and the linear-algebra library, so only the bound
+    # is printed: the same text on every machine.
+    return f"below {bound:.0e}" if error < bound else f"{error:.1e} (too large!)"
 
 
 # %% tags=["active-ipynb"]
 # linear_offset_check([1, 5, 20, 100])
 
 # %% [markdown]
-# Both errors are at the level of double-precision rounding: a fixed linear map really does
-# shift every position by $k$. Whether a trained model exploits this is another matter, but the
+# Both errors are at the level of double-precision rounding (about $10^{-12}$ here; the exact
+# figure depends on the CPU and its linear-algebra library, so the table prints only the bound):
+# a fixed linear map really does shift every position by $k$. Whether a trained model exploits this is another matter, but the
 # mechanism is there for attention to use.
+#
+# ### Past the end of the table
+#
+# A model trained on sentences of at most a few dozen words will one day be handed a longer one.
+# Learned position embeddings (Table 3, row E) have no row for a position never trained, so such
+# a model must refuse or truncate. Sinusoids have a value at every position, which is why our
+# `PositionalEncoding` simply computes more rows when it needs them. But is an encoding at
+# position 50,000 anything the model could make sense of?
+#
+# The rotation above says what stays the same. The dot product of two encodings is
+# $PE_{p} \cdot PE_{p+k} = \sum_i \cos(\omega_i k)$: it depends on the distance $k$ and not on
+# where the pair sits. An attention head that compares positions through dot products (a query
+# built from one position's encoding, a key from another's) therefore sees a pair of words 3
+# apart at positions 50,000 and 50,003 exactly as it saw them at 10 and 13. We measure it for
+# pairs far beyond a 512-row table:
+
+
+# %%
+def position_similarity(
+    anchors: Sequence[int], offsets: range = range(-40, 41), d_model: int = 64
+) -> pd.DataFrame:
+    """PE(p) . PE(p + k), divided by d_model / 2, for each anchor position p and offset k."""
+    if min(anchors) + min(offsets) < 0:
+        raise ValueError("every anchor plus the most negative offset must be a position (>= 0)")
+    rows = []
+    for p in anchors:
+        # float64: at position 50,000 the float32 rounding of the angles alone would blur the curve.
+        table = sinusoidal_table(p + max(offsets) + 1, d_model, dtype=torch.float64)
+        for k in offsets:
+            dot = (table[p] @ table[p + k]).item() / (d_model / 2)
+            rows.append({"anchor p": f"p = {p:,}", "offset k": k, "similarity": dot})
+    return pd.DataFrame(rows)
+
+
+def similarity_chart(frame: pd.DataFrame) -> alt.Chart:
+    """Similarity of two positions' encodings against their distance, one line per anchor."""
+    return (
+        alt.Chart(rounded(frame))
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("offset k:Q", title="distance k between the two positions"),
+            y=alt.Y("similarity:Q", title="PE(p) · PE(p + k) / (d_model / 2)"),
+            color=alt.Color("anchor p:N", sort=None, title="where the pair sits"),
+            strokeDash=alt.StrokeDash("anchor p:N", sort=None, title="where the pair sits"),
+            tooltip=["anchor p", "offset k", "similarity"],
+        )
+        .properties(
+            width=420,
+            height=200,
+            title="Two positions' encodings compare the same wherever they sit",
+        )
+    )
+
+
+# %% tags=["active-ipynb"]
+# similarity = position_similarity([50, 600, 5_000, 50_000])
+# spread = similarity.groupby("offset k")["similarity"].agg(lambda s: s.max() - s.min()).max()
+# assert spread < 1e-9, spread
+# print("largest difference between the four curves: below 1e-9")
+# similarity_chart(similarity)
+
+# %% [markdown]
+# The four curves lie on top of one another (the chart draws them dashed so that you can see
+# they are four). So nothing in the encoding itself stops a model from reading longer inputs,
+# and `make_model` accepts them: a model built with `max_len=4` runs on a sentence of 12 tokens
+# (the tests check it). What the encoding cannot promise is that the *trained weights* carry
+# over. A model has also learned from the absolute encodings it saw, and the slow sinusoids (the
+# right half of the heatmap) take values at position 500 that no sentence of 40 words ever
+# produced. In practice Transformers with sinusoids degrade on inputs much longer than their
+# training data; later work moved the position information into the attention scores
+# themselves (relative position representations, rotary embeddings) to do better. Chapter 5's
+# translation filter accepts long sentences, up to a limit you can raise (`--max-tokens`), and
+# leaves a longer line untranslated with a warning instead of spending minutes on it.
 #
 # ## 7. The full model
 #
@@ -721,7 +807,9 @@ def gradient_norms_by_layer(seeds: int = 5, N: int = 6, d_model: int = 128) -> p
                 p_drop=0.0,
                 norm_first=norm_first,
             )
-            model = make_model(config)
+            # float64: the norms then differ between machines only by the last bits of the
+            # random initial weights, far below the three digits the table shows.
+            model = make_model(config).double()
             src = torch.randint(1, 50, (8, 20))
             memory = model.encode(src, padding_mask(src, 0))
             # A fixed random direction as the "loss": its gradient is a generic signal from the top.
@@ -743,7 +831,7 @@ def gradient_norms_by_layer(seeds: int = 5, N: int = 6, d_model: int = 128) -> p
 def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
     """Gradient norm per encoder layer for the two arrangements."""
     return (
-        alt.Chart(rounded(frame, 4))
+        alt.Chart(rounded(frame))
         .mark_line(point=True)
         .encode(
             x=alt.X("layer:O", title="encoder layer (1 = bottom)"),
@@ -762,7 +850,8 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 # gradient_chart(norms)
 
 # %% tags=["active-ipynb"]
-# norms.pivot(index="layer", columns="arrangement", values="gradient norm").round(1)
+# # three significant digits: what the comparison needs, and the same on every machine
+# rounded(norms.pivot(index="layer", columns="arrangement", values="gradient norm")).astype(int)
 
 # %% [markdown]
 # Two differences show. With **post-norm** every layer receives a gradient of about the same,

@@ -160,15 +160,39 @@ def test_offset_is_a_linear_map_of_the_encoding():
     torch.testing.assert_close(table[k:], table[:-k] @ M.T, atol=1e-5, rtol=0)
     errors = linear_offset_check([1, 20], d_model=32, span=4000)
     for column in errors.columns[1:]:
-        assert errors[column].astype(float).max() < 1e-9
+        assert (errors[column] == "below 1e-09").all(), errors[column].tolist()
 
 
-def test_positional_encoding_adds_the_table_and_rejects_long_inputs():
+def test_offset_check_prints_a_bound_not_machine_noise_and_shows_real_errors():
+    from annotated.ch02_model import _below
+
+    assert _below(3e-13, 1e-9) == _below(7e-12, 1e-9) == "below 1e-09"
+    assert _below(2e-3, 1e-9) == "2.0e-03 (too large!)"
+
+
+def test_positional_encoding_adds_the_table_and_extends_it_past_max_len():
     encoding = PositionalEncoding(8, p_drop=0.0, max_len=10)
     x = torch.randn(2, 6, 8)
     torch.testing.assert_close(encoding(x), x + sinusoidal_table(10, 8)[:6])
-    with pytest.raises(ValueError, match="max_len"):
-        encoding(torch.randn(1, 11, 8))
+    first_rows = encoding.table.clone()
+    long = torch.randn(1, 25, 8)
+    torch.testing.assert_close(encoding(long), long + sinusoidal_table(25, 8))
+    assert encoding.table.size(0) >= 25
+    assert torch.equal(encoding.table[:10], first_rows), "extending must not move earlier positions"
+    # Decoding one position at a time far past the table: the same as the formula at that position.
+    step = torch.zeros(1, 1, 8)
+    torch.testing.assert_close(encoding(step, start=99), sinusoidal_table(100, 8)[99:].unsqueeze(0))
+    assert "table" not in encoding.state_dict(), "the table is recomputed, never saved"
+
+
+def test_positional_encoding_extension_keeps_dtype_and_model_runs_past_max_len():
+    encoding = PositionalEncoding(8, p_drop=0.0, max_len=4).double()
+    out = encoding(torch.zeros(1, 9, 8, dtype=torch.float64))
+    assert out.dtype == encoding.table.dtype == torch.float64
+    model = make_model(ModelConfig(11, 11, N=1, d_model=16, d_ff=32, h=2, max_len=4)).eval()
+    src = torch.randint(1, 11, (2, 12))
+    logits = model(src, src[:, :7], torch.ones(2, 1, 12, dtype=torch.bool), subsequent_mask(7))
+    assert logits.shape == (2, 7, 11) and torch.isfinite(logits).all()
 
 
 # ---------------------------------------------------------------- the full model
