@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import subprocess
@@ -47,7 +48,7 @@ import sacrebleu
 import torch
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from annotated.ch03_training import TrainConfig, rank_and_world
+from annotated.ch03_training import TrainConfig, rank_and_world, read_checkpoint
 from annotated.ch05_multi30k import (
     PROFILE_ENV,
     Corpus,
@@ -540,6 +541,13 @@ def setup_distributed() -> tuple[int, int]:
     """Join the process group that torchrun describes (nccl on GPUs, gloo on CPUs): rank, world."""
     if "RANK" not in os.environ or torch.distributed.is_initialized():
         return rank_and_world()
+    # DistributedDataParallel imports torch._dynamo the first time it is built, and that import
+    # takes a reference to whatever default process group exists then. Done after the group is
+    # made, it keeps the group alive past destroy_process_group: its gloo threads then run on
+    # until the process exits, and tearing them down at exit aborted a process now and then
+    # ("terminate called without an active exception"). Imported first, it holds nothing.
+    importlib.import_module("torch._dynamo")
+
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         torch.distributed.init_process_group("nccl")
@@ -551,9 +559,10 @@ def setup_distributed() -> tuple[int, int]:
 def teardown_distributed() -> None:
     """Leave the process group together: wait for every process, then destroy it (if any).
 
-    Without the barrier a process that finished first (any but the first, which still writes the
-    checkpoint) tears its communication threads down while the others may still be talking, and
-    under gloo that has, rarely, aborted a process at exit.
+    The barrier keeps a process that finished first (any but the first, which still writes the
+    checkpoint) from closing its connections while the others may still be talking. Destroying
+    the group stops its communication threads, provided nothing else holds it (see
+    `setup_distributed`); a test checks that no gloo thread outlives this call.
     """
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
@@ -586,7 +595,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
         seconds[count] = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
-        results[count] = torch.load(out, map_location="cpu", weights_only=False)
+        results[count] = read_checkpoint(out)
     one, many = results[1], results[processes]
     difference = max(
         (one["model"][name] - many["model"][name]).abs().max().item() for name in one["model"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--accumulate", type=int, default=1, help="micro-batches per process")
+    parser.add_argument(
+        "--report-threads", action="store_true", help="print the thread names left after teardown"
+    )
     args = parser.parse_args(argv)
     rank, world = setup_distributed()
     torch.manual_seed(0)
@@ -69,8 +73,19 @@ def main(argv: list[str] | None = None) -> int:
 
     trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     train(trained, batches, config, checkpoint=args.out, progress=False)
+    del trained  # the wrapper holds the process group: let it go before the group is destroyed
     teardown_distributed()
+    if args.report_threads:
+        print(f"rank {rank} threads after teardown: {' '.join(thread_names())}", flush=True)
     return 0
+
+
+def thread_names() -> list[str]:
+    """The names of this process's threads (Linux), to see that no gloo thread outlives teardown."""
+    tasks = Path("/proc/self/task")
+    if not tasks.exists():
+        return []
+    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
 
 
 if __name__ == "__main__":

@@ -153,6 +153,24 @@ def test_two_gloo_processes_under_torchrun_take_the_same_steps_as_one(tmp_path):
     assert check["max parameter difference"] < 1e-8
 
 
+@pytest.mark.skipif(
+    not Path("/proc/self/task").exists(), reason="thread names come from Linux /proc"
+)
+def test_no_gloo_thread_outlives_teardown(tmp_path):
+    # The cause of a rare abort at exit: a process group kept alive past destroy_process_group
+    # (by torch._dynamo, imported by DDP after the group existed) whose threads ran on to exit.
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command += ["-m", "annotated.ddp_check", "--out", str(tmp_path / "out.pt"), "--steps", "2"]
+    result = subprocess.run(
+        [*command, "--report-threads"], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    reports = [line for line in result.stdout.splitlines() if "threads after teardown" in line]
+    assert len(reports) == 2, result.stdout
+    for line in reports:
+        assert "gloo" not in line, line
+
+
 # ---------------------------------------------------------------- the sample
 
 
@@ -208,6 +226,11 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert "tokenized BLEU" in scores.columns
     translator = Translator.load(tmp_path / "run" / "averaged.pt")
     assert isinstance(translator, SubwordTranslator), "subwords.json in the folder decides"
+    # The checkpoint carries the run's decoding (the paper's alpha 0.6, not chapter 5's 2.5), so
+    # `python -m annotated.translate` uses it for a WMT model without being told.
+    assert translator.decoding == {"beam": config.beam, "alpha": 0.6}
+    latest = Translator.load(tmp_path / "run" / "checkpoint.pt")
+    assert latest.decoding == translator.decoding
     assert translator.translate(["", "A house.", ""])[0::2] == ["", ""]
     again = train_wmt(config, tmp_path / "run", progress=False, corpus=smoke_corpus)
     assert again.history.equals(run.history), "a finished run is loaded, not trained again"
