@@ -64,6 +64,7 @@ from annotated.ch03_training import (
     load_checkpoint,
     pad_sequences,
     rank_and_world,
+    read_checkpoint,
     train,
 )
 from annotated.ch04_copy_task import until_eos
@@ -183,6 +184,20 @@ def detokenize(tokens: Sequence[str]) -> str:
 SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
 
 
+def read_vocabulary_file(path: str | Path, content: str) -> dict:
+    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not {"settings", content} <= set(data):
+            raise ValueError(f"it has no {content!r} and 'settings'")
+    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{path} is not a vocabulary file of this book ({error}); delete it, and the next "
+            "training run rebuilds it from the training data"
+        ) from None
+    return data
+
+
 @dataclass(frozen=True)
 class Vocab:
     """Tokens <-> ids for one language; `settings` records how it was built."""
@@ -243,7 +258,7 @@ class Vocab:
     @classmethod
     def load(cls, path: str | Path, expected_settings: dict | None = None) -> Vocab:
         """Read a saved vocabulary, refusing one built with other settings than expected."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_vocabulary_file(path, "tokens")
         if expected_settings is not None and data["settings"] != expected_settings:
             differing = sorted(
                 key
@@ -361,7 +376,7 @@ class Subwords:
     @classmethod
     def load(cls, path: str | Path, expected_settings: dict | None = None) -> Subwords:
         """Read a saved vocabulary, refusing one built with other settings than expected."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_vocabulary_file(path, "model")
         if expected_settings is not None and data["settings"] != expected_settings:
             raise ValueError(
                 f"{path} was built with {data['settings']}, not {expected_settings}. Delete it "
@@ -1130,6 +1145,9 @@ class Translator:
     model: EncoderDecoder
     src_vocab: Vocab
     tgt_vocab: Vocab
+    # The beam and length penalty of the run that trained the model ({"beam", "alpha"}), when
+    # its checkpoint records them; the translate filter uses them unless told otherwise.
+    decoding: dict | None = None
 
     def translate(
         self,
@@ -1209,25 +1227,41 @@ class Translator:
         """The model of a training run's checkpoint, with the vocabulary saved beside it.
 
         A folder with `subwords.json` gives a SubwordTranslator (chapter 6's runs too), one with
-        `vocab.de.json` and `vocab.en.json` a word Translator.
+        `vocab.de.json` and `vocab.en.json` a word Translator. A run folder may be given instead
+        of a file: its averaged model, else its latest checkpoint.
         """
         checkpoint = Path(checkpoint)
+        if checkpoint.is_dir():
+            averaged = checkpoint / "averaged.pt"
+            checkpoint = averaged if averaged.exists() else checkpoint / "checkpoint.pt"
         if not checkpoint.exists():
             raise FileNotFoundError(
                 f"no checkpoint at {checkpoint}. Train one with `make train-multi30k` "
                 "(or `python -m annotated.train multi30k`), or pass --checkpoint PATH."
             )
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        model = make_model(ModelConfig(**state["model_config"]))
-        model.load_state_dict(state["model"])
+        state = read_checkpoint(checkpoint)
+        try:
+            model = make_model(ModelConfig(**state["model_config"]))
+            model.load_state_dict(state["model"])
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise ValueError(
+                f"{checkpoint}: its weights do not fit the model it describes ({error}); "
+                "was it written by another version of the book?"
+            ) from None
         model.eval()
         folder = checkpoint.parent
         if (folder / "subwords.json").exists():
             subwords = Subwords.load(folder / "subwords.json")
             vocabs, kind = [subwords, subwords], SubwordTranslator
-        else:
+        elif (folder / "vocab.de.json").exists() and (folder / "vocab.en.json").exists():
             vocabs = [Vocab.load(folder / f"vocab.{language}.json") for language in ("de", "en")]
             kind = Translator
+        else:
+            raise ValueError(
+                f"{checkpoint} has no vocabulary beside it (subwords.json, or vocab.de.json and "
+                "vocab.en.json): is it a translation model? Give a checkpoint inside the run folder "
+                "that `python -m annotated.train` wrote."
+            )
         for vocab, size in zip(
             vocabs, (model.config.src_vocab, model.config.tgt_vocab), strict=True
         ):
@@ -1235,7 +1269,7 @@ class Translator:
                 raise ValueError(
                     f"{folder}: the vocabulary ({len(vocab)}) does not fit the model ({size})"
                 )
-        return kind(model, *vocabs)
+        return kind(model, *vocabs, decoding=state.get("decoding"))
 
 
 class SubwordTranslator(Translator):
@@ -1442,7 +1476,9 @@ def train_run(
             row["seconds"]
             for row in load_checkpoint(checkpoint, model_config, train_config)["history"]
         )
-    translator = translator_type(model, corpus.src_vocab, corpus.tgt_vocab)
+    translator = translator_type(
+        model, corpus.src_vocab, corpus.tgt_vocab, _decoding_settings(config)
+    )
     every = config.eval_every(steps_per_epoch)
 
     def on_step(row: dict) -> bool:
@@ -1484,6 +1520,7 @@ def train_run(
             checkpoint,
             progress=progress and rank == 0,
             on_step=on_step,
+            extra={"decoding": _decoding_settings(config)},
         )
     else:  # the time budget is spent: load the result, train no more
         state = load_checkpoint(checkpoint, model_config, train_config)
@@ -1506,11 +1543,15 @@ def train_run(
                     "model": averaged_model.state_dict(),
                     "model_config": dataclasses.asdict(model_config),
                     "averaged": [path.name for path in snapshots],
+                    "decoding": _decoding_settings(config),
                 },
                 handle,
             )
         averaged = translator_type(
-            averaged_model.to(device).eval(), corpus.src_vocab, corpus.tgt_vocab
+            averaged_model.to(device).eval(),
+            corpus.src_vocab,
+            corpus.tgt_vocab,
+            _decoding_settings(config),
         )
     return Run(config, folder, translator, corpus, history, evals, averaged)
 
@@ -1533,7 +1574,7 @@ def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
     total: dict[str, Tensor] = {}
     config = None
     for path in paths:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = read_checkpoint(path)
         if config is not None and saved["model_config"] != config:
             raise ValueError(f"snapshots of different models cannot be averaged: {list(paths)}")
         config = saved["model_config"]
@@ -1571,7 +1612,7 @@ def training_chart(
         }
     ).iloc[:: max(1, len(history) // 400)]  # about 400 points are plenty for the eye
     loss_chart = (
-        alt.Chart(rounded(loss, 3))
+        alt.Chart(rounded(loss))
         .mark_line()
         .encode(
             x=alt.X("train minutes:Q", title="training time (minutes)"),
@@ -1581,7 +1622,7 @@ def training_chart(
         .properties(width=460, height=180, title="Training loss")
     )
     bleu_chart = (
-        alt.Chart(rounded(evals.astype(float), 2))
+        alt.Chart(rounded(evals.astype(float), 4))
         .mark_line(point=True)
         .encode(
             x=alt.X("train minutes:Q", title="training time (minutes)"),
@@ -1871,7 +1912,7 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
     for kind in frame.kind.unique():
         part = frame[frame.kind == kind].drop(columns="kind")  # each chart carries only its rows
         charts.append(
-            alt.Chart(rounded(part, 3))
+            alt.Chart(rounded(part))
             .mark_rect()
             .encode(
                 x=alt.X(

@@ -34,6 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.profile is not None and args.profile not in PROFILES[args.task]:
         parser.error(f"{args.task} has the profiles {', '.join(PROFILES[args.task])}")
+    if args.run_dir is not None and args.run_dir.exists() and not args.run_dir.is_dir():
+        parser.error(
+            f"--run-dir {args.run_dir} is a file; give a folder (it is created if missing)"
+        )
+    try:
+        return run(args)
+    except (ValueError, OSError, FloatingPointError) as error:
+        # A wrong setting, missing data, a checkpoint of another run, a full disk: the message says
+        # what to do, and every checkpoint written so far is intact.
+        print(f"train: {error}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train (or resume, or load) the run the arguments describe, then print its scores."""
     from annotated import ch05_multi30k as ch05
 
     if args.task == "multi30k":

@@ -1,18 +1,37 @@
-"""Translate German to English, one sentence per line: a Unix filter around chapter 5's model.
+"""Translate one sentence per line with a trained model: a Unix filter around chapter 5's Translator.
 
     echo "Ein Hund rennt über die Wiese." | python -m annotated.translate [--checkpoint PATH] [--beam N]
 
-Reads stdin, writes one translation per input line to stdout (an empty line gives an empty line).
-The default model is the one `make train-multi30k` writes (its averaged weights).
+Reads stdin and writes exactly one line to stdout for every input line, in the same order, so the
+output always lines up with the input. Lines that cannot be translated still get their line:
+
+- an empty or whitespace-only line gives an empty line (no warning);
+- a line that is not valid UTF-8 is translated with its undecodable bytes replaced by U+FFFD;
+- a line longer than --max-tokens source tokens gives an empty line;
+- a line whose translation fails gives an empty line;
+
+each of the last three with a warning on stderr that names the line. The exit status is 0 when
+every line was translated, 1 when some were left empty (their warnings say why), 2 when nothing
+could start (no model, a file that is not a checkpoint, a bad option).
+
+The default model is the one `make train-multi30k` writes (its averaged weights); --checkpoint
+takes another run's file or folder. The beam and length penalty default to those the checkpoint's
+run used (chapter 5: beam 4, alpha 2.5; chapter 6's WMT runs: beam 4, alpha 0.6).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 RUN = Path(__file__).resolve().parent.parent / "runs" / "multi30k-full"
+MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
+MAX_BEAM = 100
 
 
 def default_checkpoint() -> Path:
@@ -21,51 +40,170 @@ def default_checkpoint() -> Path:
     return averaged if averaged.exists() else RUN / "checkpoint.pt"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _bounded(kind: type, low: float, high: float, name: str) -> Callable[[str], float]:
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"{name} must be between {low} and {high}, got {text}")
+        return value
+
+    return parse
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m annotated.translate",
-        description="Translate German sentences (one per line on stdin) into English (stdout).",
+        description="Translate sentences, one per line on stdin, into one line each on stdout.",
+        epilog="Every input line gets exactly one output line. An empty line gives an empty line; "
+        "a line with invalid UTF-8 is translated with U+FFFD in place of the bad bytes; a line "
+        "longer than --max-tokens, or one whose translation fails, gives an empty line. Each of "
+        "these but the first also prints a warning on stderr naming the line. Exit status: 0 all "
+        "lines translated, 1 some left empty, 2 could not start.",
     )
     parser.add_argument(
         "--checkpoint",
         type=Path,
         default=None,
-        help="a chapter 5 checkpoint (default: runs/multi30k-full/averaged.pt, else checkpoint.pt)",
+        help="a checkpoint file or a run folder (default: runs/multi30k-full/averaged.pt, "
+        "else checkpoint.pt)",
     )
-    parser.add_argument("--beam", type=int, default=4, help="beam size (1: greedy decoding)")
+    parser.add_argument(
+        "--beam",
+        type=_bounded(int, 1, MAX_BEAM, "--beam"),
+        default=None,
+        help="beam size, 1 for greedy decoding (default: the checkpoint's run's, else 4)",
+    )
     parser.add_argument(
         "--alpha",
-        type=float,
+        type=_bounded(float, 0.0, 10.0, "--alpha"),
         default=None,
-        help="length penalty (default: chapter 5's, chosen on the Multi30k validation set)",
+        help="length penalty (default: the checkpoint's run's, else chapter 5's 2.5)",
     )
-    parser.add_argument("--batch", type=int, default=64, help="lines translated together")
-    args = parser.parse_args(argv)
-    if args.beam < 1:
-        parser.error("--beam must be at least 1")
-    from annotated.ch05_multi30k import Multi30kConfig, Translator  # late: --help stays instant
+    parser.add_argument(
+        "--batch",
+        type=_bounded(int, 1, 10_000, "--batch"),
+        default=64,
+        help="lines translated together (default 64)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=_bounded(int, 1, 100_000, "--max-tokens"),
+        default=MAX_TOKENS,
+        help=f"leave lines longer than this many source tokens untranslated (default {MAX_TOKENS})",
+    )
+    return parser.parse_args(argv)
 
-    alpha = Multi30kConfig.length_penalty if args.alpha is None else args.alpha
 
+def decode_line(raw: bytes, number: int, warn: Callable[[str], None]) -> str:
+    """One input line as text: line ending and a byte-order mark removed, bad UTF-8 replaced."""
+    raw = raw.rstrip(b"\n").rstrip(b"\r")
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 byte-order mark, as some Windows editors write
     try:
-        translator = Translator.load(args.checkpoint or default_checkpoint())
-    except (FileNotFoundError, ValueError) as error:
-        print(f"translate: {error}", file=sys.stderr)
-        return 2
-    lines: list[str] = []
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        warn(f"line {number}: not valid UTF-8; its undecodable bytes were replaced by U+FFFD")
+        return raw.decode("utf-8", errors="replace")
+
+
+def translate_stream(
+    translator,
+    lines: Iterable[bytes],
+    out: BinaryIO,
+    warn: Callable[[str], None],
+    beam: int,
+    alpha: float,
+    batch: int = 64,
+    max_tokens: int = MAX_TOKENS,
+) -> int:
+    """Translate raw input lines to `out`, one line each; returns how many were left empty."""
+    left_empty = 0
+    pending: list[tuple[int, str]] = []  # (line number, text) waiting for a batch
+
+    def translate(items: list[tuple[int, str]]) -> list[str]:
+        nonlocal left_empty
+        try:
+            return translator.translate([text for _, text in items], beam=beam, alpha=alpha)
+        except Exception as error:  # one bad line must not cost the others their translations
+            if len(items) > 1:
+                return [line for item in items for line in translate([item])]
+            left_empty += 1
+            warn(f"line {items[0][0]}: left untranslated ({type(error).__name__}: {error})")
+            return [""]
 
     def flush() -> None:
-        for translation in translator.translate(lines, beam=args.beam, alpha=alpha):
-            print(translation, flush=False)
-        sys.stdout.flush()
-        lines.clear()
+        results = translate(pending) if pending else []
+        for translation in results:
+            out.write(translation.replace("\n", " ").encode("utf-8") + b"\n")
+        out.flush()
+        pending.clear()
 
-    for line in sys.stdin:
-        lines.append(line.rstrip("\n"))
-        if len(lines) >= args.batch:
+    for number, raw in enumerate(lines, start=1):
+        text = decode_line(raw, number, warn).strip()
+        if text:
+            length = len(translator.source_ids([text])[1][0])
+            if length > max_tokens:
+                left_empty += 1
+                warn(
+                    f"line {number}: {length} tokens, more than --max-tokens {max_tokens}; "
+                    "left untranslated (raise --max-tokens to translate it anyway)"
+                )
+                text = ""
+        if not text:  # keep the order: what is pending goes out first
+            flush()
+            out.write(b"\n")
+            continue
+        pending.append((number, text))
+        if len(pending) >= batch:
             flush()
     flush()
-    return 0
+    return left_empty
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    def warn(message: str) -> None:
+        print(f"translate: {message}", file=sys.stderr, flush=True)
+
+    from annotated.ch05_multi30k import Multi30kConfig, Translator  # late: --help stays instant
+
+    checkpoint = args.checkpoint or default_checkpoint()
+    try:
+        translator = Translator.load(checkpoint)
+    except (FileNotFoundError, ValueError, OSError) as error:
+        warn(str(error))
+        return 2
+    saved = translator.decoding or {}
+    if not saved and (args.beam is None or args.alpha is None):
+        warn(
+            f"{checkpoint} records no decoding settings; using chapter 5's "
+            f"(beam {Multi30kConfig.beam}, alpha {Multi30kConfig.length_penalty}) where not given"
+        )
+    beam = args.beam if args.beam is not None else saved.get("beam", Multi30kConfig.beam)
+    alpha = (
+        args.alpha if args.alpha is not None else saved.get("alpha", Multi30kConfig.length_penalty)
+    )
+    if sys.stdin.isatty():
+        warn("reading one sentence per line from the terminal; end with Ctrl-D")
+    try:
+        left_empty = translate_stream(
+            translator,
+            sys.stdin.buffer,
+            sys.stdout.buffer,
+            warn,
+            beam,
+            alpha,
+            args.batch,
+            args.max_tokens,
+        )
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return 1 if left_empty else 0
 
 
 if __name__ == "__main__":

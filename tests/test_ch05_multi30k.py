@@ -476,6 +476,8 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     assert len(out) == 4 and out[1] == "" and out[3] == ""
     loaded = Translator.load(folder / "checkpoint.pt")
     assert type(loaded) is Translator and loaded.tgt_vocab == corpus.tgt_vocab
+    decoding = {"beam": config.beam, "alpha": config.length_penalty}
+    assert loaded.decoding == Translator.load(folder / "averaged.pt").decoding == decoding
     alpha = Multi30kConfig.length_penalty  # the filter's default
     assert out[:3] == loaded.translate(lines.split("\n")[:3], beam=2, alpha=alpha)
     scores = final_scores(run)

@@ -1,0 +1,312 @@
+"""The command-line tools on bad input: `python -m annotated.translate` and `python -m annotated.train`.
+
+Each case checks the message a user sees and that nothing else is lost: every other input line
+still gets its translation, in its place.
+"""
+
+import dataclasses
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from annotated.ch02_model import ModelConfig, make_model
+from annotated.ch03_training import read_checkpoint
+from annotated.ch05_multi30k import Translator, Vocab, tokenize, vocab_settings
+from annotated.datasets import DATA_DIR_ENV
+from annotated.translate import translate_stream
+
+ROOT = Path(__file__).resolve().parent.parent
+GERMAN = ["Ein Hund rennt.", "Zwei Männer sitzen auf einer Bank.", "Eine Frau liest ein Buch."]
+ENGLISH = ["A dog runs.", "Two men sit on a bench.", "A woman reads a book."]
+DECODING = {"beam": 2, "alpha": 0.6}
+
+
+def _vocab(sentences: list[str], language: str) -> Vocab:
+    settings = {k: v for k, v in vocab_settings(language, 1).items() if k != "min_freq"}
+    return Vocab.build(tokenize(sentences, language), 1, **settings)
+
+
+def _model_state(src: int, tgt: int, seed: int = 0) -> dict:
+    torch.manual_seed(seed)
+    config = ModelConfig(src, tgt, N=1, d_model=16, d_ff=32, h=2, p_drop=0.0)
+    return {"model": make_model(config).state_dict(), "model_config": dataclasses.asdict(config)}
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    """A run folder as training leaves it: vocabularies and an (untrained) averaged model."""
+    folder = tmp_path_factory.mktemp("run")
+    src, tgt = _vocab(GERMAN, "de"), _vocab(ENGLISH, "en")
+    src.save(folder / "vocab.de.json")
+    tgt.save(folder / "vocab.en.json")
+    torch.save({**_model_state(len(src), len(tgt)), "decoding": DECODING}, folder / "averaged.pt")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def translator(run_folder) -> Translator:
+    return Translator.load(run_folder / "averaged.pt")
+
+
+def translate_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "annotated.translate", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def stream(translator, data: bytes, **options) -> tuple[list[str], list[str], int]:
+    """translate_stream in-process: (output lines, warnings, lines left empty)."""
+    out, warnings = io.BytesIO(), []
+    settings = {"beam": 1, "alpha": 0.6, **options}
+    empty = translate_stream(translator, io.BytesIO(data), out, warnings.append, **settings)
+    return out.getvalue().decode("utf-8").split("\n")[:-1], warnings, empty
+
+
+# ---------------------------------------------------------------- files that are not checkpoints
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"just some text\n", bytes(range(256)) * 4, b""],
+    ids=["text", "random bytes", "empty"],
+)
+def test_a_file_that_is_not_a_checkpoint_is_refused_with_a_message(tmp_path, content):
+    path = tmp_path / "model.pt"
+    path.write_bytes(content)
+    result = translate_cli("--checkpoint", str(path), stdin=b"Hallo\n")
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"is not a checkpoint this book can read" in result.stderr
+    assert b"Traceback" not in result.stderr
+
+
+class Payload:
+    """An object that a full unpickler would rebuild (and could run code for)."""
+
+
+def test_a_pickle_with_arbitrary_objects_is_refused_not_unpickled(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"model": Payload(), "model_config": {}}, path)
+    with pytest.raises(ValueError, match="not a checkpoint this book can read"):
+        read_checkpoint(path)
+
+
+def test_a_torch_file_without_model_and_config_is_not_a_checkpoint(tmp_path):
+    path = tmp_path / "weights.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    result = translate_cli("--checkpoint", str(path))
+    assert result.returncode == 2
+    assert b"not a checkpoint of this book" in result.stderr
+
+
+def test_a_checkpoint_of_another_task_has_no_vocabulary_and_says_so(tmp_path):
+    path = tmp_path / "copy-task.pt"  # chapter 4's copy model: weights, config, no vocabulary
+    torch.save(_model_state(13, 13), path)
+    result = translate_cli("--checkpoint", str(path), stdin=b"Hallo\n")
+    assert result.returncode == 2 and result.stdout == b""
+    assert b"has no vocabulary beside it" in result.stderr
+
+
+def test_a_checkpoint_with_another_vocabulary_is_refused(tmp_path, run_folder):
+    for name in ("vocab.de.json", "vocab.en.json"):
+        (tmp_path / name).write_bytes((run_folder / name).read_bytes())
+    torch.save(_model_state(50, 60), tmp_path / "averaged.pt")
+    result = translate_cli("--checkpoint", str(tmp_path / "averaged.pt"))
+    assert result.returncode == 2 and b"does not fit the model" in result.stderr
+
+
+def test_weights_that_do_not_fit_their_own_config_are_refused(tmp_path, run_folder):
+    state = _model_state(20, 20)
+    state["model_config"]["d_model"] = 32
+    path = tmp_path / "averaged.pt"
+    torch.save(state, path)
+    with pytest.raises(ValueError, match="do not fit the model it describes"):
+        Translator.load(path)
+
+
+def test_a_broken_vocabulary_file_names_itself(tmp_path, run_folder):
+    (tmp_path / "vocab.de.json").write_text("{not json")
+    (tmp_path / "vocab.en.json").write_bytes((run_folder / "vocab.en.json").read_bytes())
+    (tmp_path / "averaged.pt").write_bytes((run_folder / "averaged.pt").read_bytes())
+    result = translate_cli("--checkpoint", str(tmp_path))
+    assert result.returncode == 2
+    assert b"vocab.de.json is not a vocabulary file of this book" in result.stderr
+
+
+def test_a_run_folder_may_be_given_instead_of_a_file(run_folder, translator):
+    result = translate_cli("--checkpoint", str(run_folder), stdin=GERMAN[0].encode() + b"\n")
+    assert result.returncode == 0, result.stderr
+    expected = translator.translate([GERMAN[0]], **DECODING)
+    assert result.stdout.decode().split("\n")[:-1] == expected
+
+
+# ---------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--beam", "0"),
+        ("--beam", "-3"),
+        ("--beam", "four"),
+        ("--beam", "1000"),
+        ("--alpha", "nan"),
+        ("--alpha", "-1"),
+        ("--alpha", "inf"),
+        ("--batch", "0"),
+        ("--max-tokens", "0"),
+    ],
+)
+def test_option_values_that_make_no_sense_are_refused_before_any_work(run_folder, option, value):
+    result = translate_cli("--checkpoint", str(run_folder), option, value, stdin=b"Hallo\n")
+    assert result.returncode == 2 and result.stdout == b""
+    assert option.encode() in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_the_checkpoints_decoding_settings_are_the_default_and_options_override_them(
+    run_folder, translator
+):
+    assert translator.decoding == DECODING
+    lines = "\n".join(GERMAN).encode() + b"\n"
+    saved = translate_cli("--checkpoint", str(run_folder), stdin=lines)
+    assert saved.returncode == 0 and saved.stderr == b""
+    assert saved.stdout.decode().split("\n")[:-1] == translator.translate(GERMAN, **DECODING)
+    greedy = translate_cli(
+        "--checkpoint", str(run_folder), "--beam", "1", "--alpha", "0", stdin=lines
+    )
+    assert greedy.stdout.decode().split("\n")[:-1] == translator.translate(GERMAN, 1, 0.0)
+
+
+def test_a_checkpoint_without_decoding_settings_uses_chapter_5s_and_says_so(tmp_path, run_folder):
+    for name in ("vocab.de.json", "vocab.en.json"):
+        (tmp_path / name).write_bytes((run_folder / name).read_bytes())
+    state = read_checkpoint(run_folder / "averaged.pt")
+    del state["decoding"]
+    torch.save(state, tmp_path / "checkpoint.pt")
+    result = translate_cli("--checkpoint", str(tmp_path), stdin=b"Hallo\n")
+    assert result.returncode == 0
+    assert b"records no decoding settings; using chapter 5's (beam 4, alpha 2.5)" in result.stderr
+
+
+# ---------------------------------------------------------------- lines
+
+
+def test_empty_and_whitespace_lines_stay_empty_without_a_warning(translator):
+    lines, warnings, empty = stream(translator, b"\n   \n\t\n" + GERMAN[0].encode() + b"\n\n")
+    assert lines[:3] == ["", "", ""] and lines[4] == "" and len(lines) == 5
+    assert lines[3] == translator.translate([GERMAN[0]])[0]
+    assert warnings == [] and empty == 0
+
+
+def test_invalid_utf8_is_replaced_warned_about_and_costs_no_other_line(translator):
+    data = GERMAN[0].encode() + b"\nEin \xff\xfeHund\n" + GERMAN[1].encode() + b"\n"
+    lines, warnings, empty = stream(translator, data)
+    assert len(lines) == 3
+    assert [lines[0], lines[2]] == translator.translate([GERMAN[0], GERMAN[1]])
+    assert lines[1] == translator.translate(["Ein \ufffd\ufffdHund"])[0]
+    assert warnings == ["line 2: not valid UTF-8; its undecodable bytes were replaced by U+FFFD"]
+    assert empty == 0
+
+
+def test_a_line_longer_than_max_tokens_gives_an_empty_line_and_a_warning(translator):
+    long = " ".join(["Hund"] * 40)
+    data = f"{GERMAN[0]}\n{long}\n{GERMAN[1]}\n".encode()
+    lines, warnings, empty = stream(translator, data, max_tokens=20)
+    assert lines[1] == "" and [lines[0], lines[2]] == translator.translate(GERMAN[:2])
+    assert empty == 1 and warnings[0].startswith("line 2: 41 tokens, more than --max-tokens 20")
+
+
+def test_a_line_whose_translation_fails_costs_only_itself(translator, monkeypatch):
+    real = Translator.translate
+
+    def fragile(self, sentences, *args, **kwargs):
+        if any("Bank" in s for s in sentences):
+            raise RuntimeError("out of memory")
+        return real(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", fragile)
+    data = "\n".join(GERMAN).encode() + b"\n"
+    lines, warnings, empty = stream(translator, data, batch=8)
+    assert lines[1] == "" and [lines[0], lines[2]] == real(translator, [GERMAN[0], GERMAN[2]])
+    assert warnings == ["line 2: left untranslated (RuntimeError: out of memory)"] and empty == 1
+
+
+def test_a_byte_order_mark_and_windows_line_endings_are_ignored(translator):
+    lines, warnings, _ = stream(translator, b"\xef\xbb\xbf" + GERMAN[0].encode() + b"\r\n")
+    assert lines == translator.translate([GERMAN[0]]) and warnings == []
+
+
+def test_the_filter_exits_1_when_a_line_was_left_empty_and_keeps_the_others(run_folder, translator):
+    data = f"{GERMAN[0]}\n{' '.join(['Hund'] * 30)}\n{GERMAN[2]}\n".encode()
+    result = translate_cli("--checkpoint", str(run_folder), "--max-tokens", "10", stdin=data)
+    assert result.returncode == 1
+    lines = result.stdout.decode().split("\n")[:-1]
+    assert lines[1] == "" and [lines[0], lines[2]] == translator.translate(
+        [GERMAN[0], GERMAN[2]], **DECODING
+    )
+    assert b"line 2: 31 tokens, more than --max-tokens 10" in result.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(run_folder):
+    data = (GERMAN[0] + "\n").encode() * 300
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f"{sys.executable} -m annotated.translate --checkpoint {run_folder} --batch 1 | head -n 1",
+        ],
+        input=data,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert len(result.stdout.decode().split("\n")) == 2
+    assert b"Traceback" not in result.stderr and b"BrokenPipe" not in result.stderr
+
+
+# ---------------------------------------------------------------- python -m annotated.train
+
+
+def train_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "annotated.train", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env=env,
+    )
+
+
+def test_train_refuses_a_run_dir_that_is_a_file(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("mine")
+    result = train_cli("multi30k", "--run-dir", str(path))
+    assert result.returncode == 2 and "is a file; give a folder" in result.stderr
+    assert path.read_text() == "mine"
+
+
+def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_path):
+    import os
+
+    env = {**os.environ, "ANNOTATED_PROFILE": "fast"}
+    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
+    assert result.returncode == 2
+    assert "ANNOTATED_PROFILE='fast': choose one of ['full', 'smoke']" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_train_with_a_missing_data_folder_says_where_to_put_it(tmp_path):
+    import os
+
+    env = {**os.environ, DATA_DIR_ENV: str(tmp_path / "nowhere"), "ANNOTATED_PROFILE": "smoke"}
+    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
+    assert result.returncode == 2 and result.stderr.startswith("train: ")
+    assert "nowhere" in result.stderr and "Traceback" not in result.stderr
