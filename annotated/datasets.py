@@ -31,6 +31,7 @@ import hashlib
 import http.client
 import os
 import re
+import sys
 import tarfile
 import urllib.error
 import urllib.request
@@ -388,8 +389,14 @@ def multi30k_paths(
 
 def _read_lines(path: Path) -> list[str]:
     """A gzip UTF-8 file's lines, each without its final newline and otherwise untouched."""
-    with gzip.open(path, "rb") as handle:
-        data = handle.read()
+    try:
+        with gzip.open(path, "rb") as handle:
+            data = handle.read()
+    except (OSError, EOFError) as error:  # not gzip at all, or cut short
+        raise ValueError(
+            f"{path} is not a complete gzip file ({error}): delete it, and the next run takes a "
+            "fresh copy (from the mirror, or downloaded)"
+        ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -495,7 +502,20 @@ def _member_lines(archive: tarfile.TarFile, name: str, where: Path) -> list[str]
         raise ValueError(
             f"{where} has no file {name}: it is not the WMT14 archive the book expects"
         )
-    lines = handle.read().decode("utf-8").split("\n")
+    data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        # Web-crawled corpora carry the odd broken byte. Refusing the whole archive would cost
+        # millions of good pairs for it, so the bad bytes become U+FFFD and the count is reported.
+        text = data.decode("utf-8", errors="replace")
+        bad = sum("\ufffd" in line for line in text.split("\n"))
+        print(
+            f"warning: {where}: {name}: {bad} lines were not valid UTF-8; "
+            "their undecodable bytes were replaced by U+FFFD",
+            file=sys.stderr,
+        )
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if name.endswith(".sgm"):

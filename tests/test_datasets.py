@@ -602,3 +602,28 @@ def test_available_offline_looks_in_the_mirror_and_the_cache_only(tmp_path, monk
     assert not datasets.available_offline(
         "wmt14-toy-ende", "val.de.gz", cache_dir=tmp_path / "none"
     )
+
+
+def test_a_truncated_or_non_gzip_data_file_says_to_delete_it(tmp_path):
+    whole = _gzip_lines(["ein Satz", "noch einer"])
+    for name, blob in (("cut.gz", whole[: len(whole) // 2]), ("plain.gz", b"ein Satz\n")):
+        path = tmp_path / name
+        path.write_bytes(blob)
+        with pytest.raises(ValueError, match=r"not a complete gzip file.*delete it"):
+            datasets._read_lines(path)
+
+
+def test_invalid_utf8_in_a_wmt14_archive_costs_only_its_own_bytes(tmp_path, capsys):
+    import tarfile
+
+    data = b"good one\n" + b"bad \xff\xfe byte\n" + b"gut zwei\n"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo("corpus.en")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer, mode="r:gz") as archive:
+        lines = datasets._member_lines(archive, "corpus.en", tmp_path / "x.tgz")
+    assert lines == ["good one", "bad \ufffd\ufffd byte", "gut zwei"]
+    assert "1 lines were not valid UTF-8" in capsys.readouterr().err
