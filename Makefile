@@ -9,24 +9,41 @@ PY     := $(VENV)/bin/python
 # or install torch into .venv themselves and pass TORCH= (empty) to keep it.
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+# The exact versions every package is installed at (the ones the notebooks were executed with).
+# pyproject.toml keeps the loose ranges; `make lock` refreshes this file from them.
+LOCK   := constraints.txt
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 # The browser that tests/test_site.py drives: Debian's chromium, which `make browser` installs.
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup book site serve browser notebooks execute status test unit nbval lint lab bench-copy \
-        train-multi30k bench-multi30k train-wmt bench-wmt clean
+.PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab \
+        bench-copy train-multi30k bench-multi30k train-wmt bench-wmt clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 setup: $(STAMP)  ## create .venv and install the book with its tools
 
-$(STAMP): pyproject.toml
+# torch comes first, from wherever TORCH says (a GPU build's index has none of the other packages);
+# the book's install then brings every package, torch's own dependencies too, to the locked versions.
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(if $(strip $(TORCH)),$(PY) -m pip install $(TORCH))
-	$(PY) -m pip install -e '.[dev,docs]'
+	$(PY) -m pip install -c $(LOCK) -e '.[dev,docs]'
 	touch $@
+
+# Resolves pyproject.toml's ranges afresh in a scratch environment (every extra, JupyterLab too),
+# writes the versions it got to constraints.txt, reinstalls .venv from them and re-executes every
+# notebook. Then run `make test` and commit constraints.txt with the notebooks.
+lock:  ## refresh constraints.txt to the newest versions pyproject.toml allows, then re-execute the book
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	$(if $(strip $(TORCH)),.lock-venv/bin/python -m pip install $(TORCH))
+	.lock-venv/bin/python -m pip install '.[dev,docs,lab]'
+	.lock-venv/bin/python tools/lock.py .lock-venv/bin/python $(LOCK)
+	rm -rf .lock-venv $(STAMP)
+	$(MAKE) setup
+	$(PY) tools/book.py execute --all
 
 book: $(STAMP)  ## set up, re-execute the notebooks whose chapter changed, build the site
 	$(PY) tools/book.py execute
@@ -61,8 +78,21 @@ execute: $(STAMP)  ## re-execute every notebook
 status: $(STAMP)  ## say which notebooks are stale
 	$(PY) tools/book.py status
 
-test: $(STAMP) browser  ## unit tests, the site in a browser, and nbval on every notebook
+# The saved outputs must not depend on the machine that executed them. `make test` therefore checks
+# the chapters that need no training data a second time under other kernels: PyTorch's portable
+# scalar code instead of its AVX-512/AVX2 kernels, oneDNN held to AVX2, one thread. That changes the
+# last bits of random draws, softmaxes and matrix products (as another CPU or a GPU would), and
+# every checked output must come out the same.
+PORTABLE_CHAPTERS := $(wildcard notebooks/ch0[0-4]_*.ipynb)
+OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+                 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+test: $(STAMP) browser  ## unit tests, the site in a browser, nbval on every notebook, and again under other kernels
 	$(PY) -m pytest tests notebooks $(NBVAL)
+	$(MAKE) --no-print-directory nbval-kernels
+
+nbval-kernels: $(STAMP)  ## nbval on chapters 0-4 under other CPU kernels and one thread (part of make test)
+	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) -p no:cacheprovider
 
 unit: $(STAMP)  ## unit tests only (fast; the site's browser tests are left out)
 	$(PY) -m pytest tests --ignore tests/test_site.py
@@ -90,7 +120,7 @@ bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, paramet
 	$(PY) benchmarks/bench_wmt.py
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
-	$(PY) -m pip install -e '.[lab]'
+	$(PY) -m pip install -c $(LOCK) -e '.[lab]'
 	$(PY) -m jupyter lab notebooks
 
 clean:  ## remove build output and caches (keeps .venv, data/ and the training runs in runs/)

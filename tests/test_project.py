@@ -28,19 +28,36 @@ def _requirements(lines) -> dict[str, str]:
     return found
 
 
-def test_environment_yml_lists_the_same_dependencies_as_pyproject():
+def _declared() -> dict[str, str]:
+    """Every dependency pyproject.toml declares, extras included: name -> requirement."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         declared += extra
+    return _requirements(declared)
+
+
+def _lock() -> dict[str, str]:
+    """constraints.txt: name -> pinned version."""
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            (specifier,) = requirement.specifier
+            assert specifier.operator == "==", f"constraints.txt must pin exactly: {line}"
+            pins[requirement.name.lower()] = specifier.version
+    return pins
+
+
+def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     pip_section = next(
         entry["pip"]
         for entry in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
         if isinstance(entry, dict)
     )
-    conda = _requirements(line for line in pip_section if not line.startswith("-e"))
+    conda = _requirements(line for line in pip_section if not line.startswith("-"))
     assert "-e ." in pip_section, "environment.yml must install the book itself"
-    ours = _requirements(declared)
+    ours = _declared()
     assert set(conda) == set(ours), (
         f"only in environment.yml: {set(conda) - set(ours)}; only in pyproject: {set(ours) - set(conda)}"
     )
@@ -53,6 +70,48 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject():
     # The Makefile's pinned torch must satisfy pyproject's range, or pip would replace it.
     pinned = Requirement(torch_pin)
     assert Requirement(ours["torch"]).specifier.contains(next(iter(pinned.specifier)).version)
+
+
+def test_make_setup_and_environment_yml_both_follow_the_lock_file():
+    makefile = (ROOT / "Makefile").read_text()
+    setup = makefile[makefile.index("$(STAMP): pyproject.toml") :].split("\n\n")[0]
+    assert "$(LOCK)" in setup.splitlines()[0], "the install must be redone when the lock changes"
+    assert "$(PY) -m pip install -c $(LOCK) -e '.[dev,docs]'" in setup, setup
+    assert re.search(r"^LOCK\s*:=\s*constraints.txt$", makefile, re.M)
+    pip_section = next(
+        entry["pip"]
+        for entry in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+        if isinstance(entry, dict)
+    )
+    assert "-c constraints.txt" in pip_section, "environment.yml must follow the lock file"
+    assert (ROOT / "constraints.txt").exists()
+
+
+def test_the_lock_pins_every_dependency_within_pyprojects_ranges():
+    pins, declared = _lock(), _declared()
+    missing = sorted(set(declared) - set(pins))
+    assert not missing, f"constraints.txt pins none of {missing}: run `make lock`"
+    for name, requirement in declared.items():
+        assert Requirement(requirement).specifier.contains(pins[name], prereleases=True), (
+            f"constraints.txt pins {name}=={pins[name]}, outside pyproject's {requirement}"
+        )
+    torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", (ROOT / "Makefile").read_text(), re.M)
+    assert pins["torch"] == torch_pin.group(1), "the lock and the Makefile must pin the same torch"
+    assert "annotated" not in pins, "the book itself is installed from the folder, never pinned"
+
+
+def test_the_installed_packages_are_the_locked_versions():
+    from importlib.metadata import PackageNotFoundError, version
+
+    wrong = {}
+    for name, pinned in _lock().items():
+        try:
+            installed = version(name).split("+")[0]
+        except PackageNotFoundError:
+            continue  # an extra this environment does not have (JupyterLab)
+        if installed != pinned:
+            wrong[name] = f"{installed} installed, {pinned} locked"
+    assert not wrong, f"run `make setup` (or `make lock` to move the pins): {wrong}"
 
 
 def test_every_chapter_has_an_executed_up_to_date_notebook():
