@@ -504,7 +504,7 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
 # target = torch.tensor([3, 4, 5, 6, 7, 0])
 # real = target != 0
 # eps = 0.1
-# q_pt = (1 - eps) * F.one_hot(target[real], 10) + eps / 10
+# q_pt = (1 - eps) * F.one_hot(target[real], 10).double() + eps / 10
 # kl_pt = (torch.xlogy(q_pt, q_pt) - q_pt * logits[real].log_softmax(-1)).sum()
 # entropy_pt = -torch.xlogy(q_pt, q_pt).sum()
 # theirs = F.cross_entropy(logits, target, ignore_index=0, label_smoothing=eps, reduction="sum")
