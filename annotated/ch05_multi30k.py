@@ -1085,7 +1085,10 @@ def beam_search(
 # in batches (similar lengths again waste less), put the outputs back in input order, cut each at
 # `</s>` (chapter 4's `until_eos`), and turn ids back into text. An empty input line gives an
 # empty output line. The command-line filter `python -m annotated.translate` is a thin wrapper
-# around it. `Translator` is written for the word vocabularies (spaCy tokens in, detokenized
+# around it that keeps exactly one output line per input line whatever the input holds (a line
+# of broken UTF-8, an enormous line, a line whose decoding fails: the README says what each
+# gives), and decodes with the beam and length penalty the run recorded in its checkpoint.
+# `Translator` is written for the word vocabularies (spaCy tokens in, detokenized
 # text out); `SubwordTranslator` overrides just the two text steps, since `Subwords` encodes raw
 # text and decodes it exactly. `Translator.load` picks the right one from the files in the run
 # folder.
@@ -1817,10 +1820,11 @@ def length_penalty_sweep(
 
 # %% [markdown]
 # And the command-line filter, which is what you would use after training (it loads the
-# checkpoint and vocabularies from the run folder):
+# checkpoint, its vocabularies and its decoding settings, beam 4 and $\alpha = 2.5$ here, from
+# the run folder):
 #
 # ```
-# echo "Zwei Hunde spielen im Schnee." | python -m annotated.translate --beam 4
+# echo "Zwei Hunde spielen im Schnee." | python -m annotated.translate
 # ```
 
 # %% [markdown]
