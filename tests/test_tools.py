@@ -52,14 +52,14 @@ def translator(run_folder) -> Translator:
     return Translator.load(run_folder / "averaged.pt")
 
 
+def run_module(module: str, *args: str, stdin: bytes = b"", env: dict | None = None):
+    """`python -m module args...` from the project folder, its output captured as bytes."""
+    command = [sys.executable, "-m", module, *args]
+    return subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT, timeout=600, env=env)
+
+
 def translate_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "annotated.translate", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    return run_module("annotated.translate", *args, stdin=stdin)
 
 
 def stream(translator, data: bytes, **options) -> tuple[list[str], list[str], int]:
@@ -275,14 +275,9 @@ def test_a_reader_that_stops_early_gets_no_traceback(run_folder):
 
 
 def train_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "annotated.train", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-        env=env,
-    )
+    result = run_module("annotated.train", *args, env=env)
+    result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
+    return result
 
 
 def test_train_refuses_a_run_dir_that_is_a_file(tmp_path):
