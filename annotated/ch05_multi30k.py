@@ -520,6 +520,10 @@ class Multi30kConfig:
     def eval_every(self, steps_per_epoch: int) -> int:
         return max(1, steps_per_epoch // self.evals_per_epoch)
 
+    def decoding(self) -> dict:
+        """The beam and length penalty, as checkpoints and saved scores record them."""
+        return {"beam": self.beam, "alpha": self.length_penalty}
+
 
 PROFILES = {
     "full": Multi30kConfig(),
@@ -1479,9 +1483,7 @@ def train_run(
             row["seconds"]
             for row in load_checkpoint(checkpoint, model_config, train_config)["history"]
         )
-    translator = translator_type(
-        model, corpus.src_vocab, corpus.tgt_vocab, _decoding_settings(config)
-    )
+    translator = translator_type(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding())
     every = config.eval_every(steps_per_epoch)
 
     def on_step(row: dict) -> bool:
@@ -1523,7 +1525,7 @@ def train_run(
             checkpoint,
             progress=progress and rank == 0,
             on_step=on_step,
-            extra={"decoding": _decoding_settings(config)},
+            extra={"decoding": config.decoding()},
         )
     else:  # the time budget is spent: load the result, train no more
         state = load_checkpoint(checkpoint, model_config, train_config)
@@ -1546,7 +1548,7 @@ def train_run(
                     "model": averaged_model.state_dict(),
                     "model_config": dataclasses.asdict(model_config),
                     "averaged": [path.name for path in snapshots],
-                    "decoding": _decoding_settings(config),
+                    "decoding": config.decoding(),
                 },
                 handle,
             )
@@ -1554,7 +1556,7 @@ def train_run(
             averaged_model.to(device).eval(),
             corpus.src_vocab,
             corpus.tgt_vocab,
-            _decoding_settings(config),
+            config.decoding(),
         )
     return Run(config, folder, translator, corpus, history, evals, averaged)
 
@@ -1667,12 +1669,8 @@ def saved_scores(run: Run) -> list[dict] | None:
     if not path.exists():
         return None
     saved = json.loads(path.read_text(encoding="utf-8"))
-    now = {"step": int(run.history.step.max()), "decoding": _decoding_settings(run.config)}
+    now = {"step": int(run.history.step.max()), "decoding": run.config.decoding()}
     return saved["scores"] if all(saved.get(key) == value for key, value in now.items()) else None
-
-
-def _decoding_settings(config: Multi30kConfig) -> dict:
-    return {"beam": config.beam, "alpha": config.length_penalty}
 
 
 def final_scores(
@@ -1736,7 +1734,7 @@ def final_scores(
             )
     frame = pd.DataFrame(rows)
     with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
-        saved = {"step": int(run.history.step.max()), "decoding": _decoding_settings(run.config)}
+        saved = {"step": int(run.history.step.max()), "decoding": run.config.decoding()}
         json.dump({"scores": rows, **saved}, handle, indent=1)
     return frame
 
