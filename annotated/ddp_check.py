@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     del trained  # the wrapper holds the process group: let it go before the group is destroyed
     teardown_distributed()
     if args.report_threads:
-        print(f"rank {rank} threads after teardown: {' '.join(thread_names())}", flush=True)
+        # One write of one line: the processes share torchrun's output, and a pipe keeps a
+        # single small write whole.
+        sys.stdout.write(f"rank {rank} threads after teardown: {' '.join(thread_names())}\n")
+        sys.stdout.flush()
     return 0
 
 

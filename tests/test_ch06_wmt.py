@@ -3,6 +3,7 @@ paper's configurations, shared weights, step sizes, the data-parallel check, tok
 a small real run on the WMT14 sample."""
 
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -165,10 +166,13 @@ def test_no_gloo_thread_outlives_teardown(tmp_path):
         [*command, "--report-threads"], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    reports = [line for line in result.stdout.splitlines() if "threads after teardown" in line]
-    assert len(reports) == 2, result.stdout
-    for line in reports:
-        assert "gloo" not in line, line
+    # (rank, thread names), read so that two reports run together on one line still count as two
+    reports = re.findall(
+        r"rank (\d) threads after teardown:(.*?)(?=rank \d threads after|$)", result.stdout, re.M
+    )
+    assert sorted(rank for rank, _ in reports) == ["0", "1"], result.stdout
+    for rank, names in reports:
+        assert "gloo" not in names, f"rank {rank}: {names}"
 
 
 # ---------------------------------------------------------------- the sample
