@@ -28,8 +28,10 @@
 # %%
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import altair as alt
 import pandas as pd
@@ -64,9 +66,9 @@ from annotated.figures import rounded
 # * Multiplying by $V$ gives each query the weighted average of the values.
 #
 # The paper compares this with *additive* attention, which scores a pair with a small one-layer
-# network instead of a dot product. The two are about equally expressive; the dot product wins
-# in practice because the whole score matrix is one matrix multiplication, the operation
-# hardware is best at.
+# network instead of a dot product. In theory the two cost about the same; the dot product wins
+# in practice, in time and in memory, because the whole score matrix is one matrix
+# multiplication, the operation hardware is best at.
 #
 # Our function also takes an optional boolean `mask` (True where a query *may* look at a key;
 # section 3 of this chapter) and an optional dropout on the weights. It returns the weights as
@@ -388,40 +390,20 @@ def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt
 #   leave them out; they change nothing of substance). $d_k$ and $d_v$ default to
 #   $d_\text{model} / h$ but can be set apart from it, which Table 3's rows (A) and (B) need.
 #
-# One argument is here for later: a `KeyValueCache` lets a decoder that writes one word at a time
-# keep the keys and values it has already projected, instead of projecting the whole prefix again
-# at every step. Chapter 5 explains and uses it; until then `cache` is `None` and can be ignored.
+# One argument is here for later. A decoder that writes one word at a time would project the
+# keys and values of its whole prefix again at every step. Chapter 6 builds a `KeyValueCache`
+# that keeps them: passed as `cache`, it hands `forward` the keys and values of earlier steps and
+# projects only the new ones (with `project_keys_values`). Until then `cache` is `None` and can
+# be ignored.
 
 
 # %%
-@dataclass
-class KeyValueCache:
-    """Keys and values one attention module has projected so far (chapter 5's incremental decoding).
+class KeyValues(Protocol):
+    """What a `cache` offers attention: the keys and values to attend over (see chapter 6)."""
 
-    grow=True (decoder self-attention): each call appends its new positions' keys and values.
-    grow=False (encoder-decoder attention): the first call projects the encoder output, later
-    calls reuse it.
-    """
-
-    grow: bool
-    k: Tensor | None = None  # (batch, h, positions, d_k)
-    v: Tensor | None = None  # (batch, h, positions, d_v)
-
-    @property
-    def length(self) -> int:
-        """How many key positions are cached."""
-        return 0 if self.k is None else self.k.size(2)
-
-    def store(self, k: Tensor, v: Tensor) -> None:
-        """Keep freshly projected keys and values (appended after the old ones if grow)."""
-        if self.grow and self.k is not None:
-            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-        self.k, self.v = k, v
-
-    def select(self, rows: Tensor) -> None:
-        """Keep only the given batch rows, in that order (beam search reorders its hypotheses)."""
-        if self.k is not None:
-            self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+    def keys_values(
+        self, attention: MultiHeadAttention, key: Tensor, value: Tensor
+    ) -> tuple[Tensor, Tensor]: ...
 
 
 class MultiHeadAttention(nn.Module):
@@ -461,24 +443,20 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         mask: Tensor | None = None,
-        cache: KeyValueCache | None = None,
+        cache: KeyValues | None = None,
     ) -> Tensor:
         """query (batch, len_q, d_model), key/value (batch, len_k, d_model) -> (batch, len_q, d_model).
 
-        `cache` (chapter 5's incremental decoding) keeps the projected keys and values of earlier calls.
+        `cache` (chapter 6's incremental decoding) supplies the keys and values of earlier calls.
         """
         self._check_inputs(query, key, value, mask)
-        batch, len_q, len_k = query.size(0), query.size(1), key.size(1)
+        batch, len_q = query.size(0), query.size(1)
         # Project, then split the last dimension into heads: (batch, h, len, d_k or d_v).
         q = self.w_q(query).view(batch, len_q, self.h, self.d_k).transpose(1, 2)
-        if cache is not None and not cache.grow and cache.k is not None:
-            k, v = cache.k, cache.v  # the encoder output, projected on the first decoding step
+        if cache is None:
+            k, v = self.project_keys_values(key, value)
         else:
-            k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
-            v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
-            if cache is not None:
-                cache.store(k, v)
-                k, v = cache.k, cache.v  # (batch, h, every position so far, d_k or d_v)
+            k, v = cache.keys_values(self, key, value)  # (batch, h, every position so far, d)
         if mask is not None:
             mask = mask.unsqueeze(1)  # the same mask for every head: (batch, 1, len_q or 1, len_k)
         heads, weights = attention(q, k, v, mask, self.dropout)  # (batch, h, len_q, d_v)
@@ -487,6 +465,13 @@ class MultiHeadAttention(nn.Module):
         # Concat(head_1, ..., head_h): back to (batch, len_q, h * d_v), then W^O.
         concat = heads.transpose(1, 2).reshape(batch, len_q, self.h * self.d_v)
         return self.w_o(concat)
+
+    def project_keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """key/value (batch, len_k, d_model) -> K (batch, h, len_k, d_k) and V (batch, h, len_k, d_v)."""
+        batch, len_k = key.size(0), key.size(1)
+        k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
+        v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
+        return k, v
 
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
         for name, tensor in (("query", query), ("key", key), ("value", value)):
@@ -519,6 +504,26 @@ class MultiHeadAttention(nn.Module):
 # print("output          ", tuple(out.shape), "  (batch, len_q, d_model)")
 # print("weights per head", tuple(mha.weights.shape), "  (batch, h, len_q, len_k)")
 # print("parameters      ", sum(p.numel() for p in mha.parameters()), " = 4 × (512 × 512 + 512)")
+
+# %% [markdown]
+# Later chapters draw the weights of a trained model's attention modules. `kept_weights` switches
+# `keep_weights` on for the modules given while a block runs, and off again afterwards (the
+# weights of a long sentence in every layer take memory), whatever happens inside the block.
+
+
+# %%
+@contextlib.contextmanager
+def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHeadAttention]]:
+    """Inside the block each module keeps its last weights in `.weights`; cleared on exit."""
+    modules = list(modules)
+    for module in modules:
+        module.keep_weights = True
+    try:
+        yield modules
+    finally:
+        for module in modules:
+            module.keep_weights, module.weights = False, None
+
 
 # %% [markdown]
 # The parameter count is that of four full $512 \times 512$ projections, the same as single-head

@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.ch01_attention import KeyValueCache, MultiHeadAttention, padding_mask
+from annotated.ch01_attention import KeyValues, MultiHeadAttention, padding_mask
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -118,20 +119,81 @@ class ModelConfig:
 #
 # *Why a residual?* The sum $x + \mathrm{Sublayer}(x)$ lets each sub-layer learn a correction
 # to its input instead of a whole new representation, and gives gradients a direct path through
-# the stack. *Why layer normalization?* It rescales each position's vector to zero mean and unit
-# variance (then applies a learned scale and shift), which keeps the values of a deep stack in a
-# steady range. We use PyTorch's `nn.LayerNorm` (ε = 10⁻⁵).
+# the stack.
+#
+# *Why layer normalization?* Layer normalization (Ba et al., 2016, *Layer Normalization*) takes
+# one position's vector $x$ of $d_\text{model}$ numbers, subtracts their mean $\mu$ and divides
+# by their standard deviation, then lets the model rescale and shift each component with learned
+# vectors $\gamma$ and $\beta$:
+#
+# $$\mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
+# \qquad \mu = \frac{1}{d_\text{model}} \sum_i x_i, \quad
+# \sigma^2 = \frac{1}{d_\text{model}} \sum_i (x_i - \mu)^2 .$$
+#
+# The statistics come from the vector itself, never from other sentences in the batch, so it
+# behaves the same in training and in translation, for any batch size. In a deep residual
+# stack each layer adds its output to a running sum, whose scale could otherwise drift from
+# layer to layer; normalizing hands every sub-layer inputs of the same scale, whatever the
+# layers below did. The small $\epsilon = 10^{-5}$ keeps a constant vector from dividing by
+# zero. Written from the formula, with the parameter names PyTorch uses (`weight` for
+# $\gamma$, `bias` for $\beta$):
+
+
+# %%
+class LayerNorm(nn.Module):
+    """Layer normalization (Ba et al., 2016) over the last dimension, written from its formula."""
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))  # gamma: starts as "no rescaling"
+        self.bias = nn.Parameter(torch.zeros(d_model))  # beta: starts as "no shift"
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(..., d_model) -> (..., d_model): each vector to mean 0 and variance 1, then gamma, beta."""
+        if x.size(-1) != self.weight.size(0):
+            raise ValueError(
+                f"LayerNorm({self.weight.size(0)}) got vectors of width {x.size(-1)}: "
+                "its size must be the last dimension of the input"
+            )
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        variance = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # biased: divided by d_model
+        return self.weight * (x - mean) / torch.sqrt(variance + self.eps) + self.bias
+
+
+# %% [markdown]
+# PyTorch's `nn.LayerNorm` shares no code with ours. In float64, with the same random gain and
+# shift in both (they load into each other, since the names match), the two agree to rounding:
+
+# %% tags=["active-ipynb"]
+# generator = torch.Generator().manual_seed(0)  # leaves the later cells' random draws alone
+# ours, theirs = LayerNorm(512).double(), nn.LayerNorm(512).double()
+# with torch.no_grad():
+#     theirs.weight.normal_(generator=generator)
+#     theirs.bias.normal_(generator=generator)
+# ours.load_state_dict(theirs.state_dict())
+# x = 3.0 + 5.0 * torch.randn(2, 10, 512, dtype=torch.float64, generator=generator)
+# gap = (ours(x) - theirs(x)).abs().max().item()
+# assert gap < 1e-12, gap
+# print("largest difference from nn.LayerNorm: below 1e-12")
+
+# %% [markdown]
+# The model itself uses `nn.LayerNorm`: it computes the same function, as the check shows, with
+# one fused kernel instead of several separate operations. (The original Annotated Transformer writes its own version,
+# which divides by the standard deviation with $d_\text{model} - 1$ in the denominator and adds
+# $\epsilon$ to it outside the square root: a slightly different function.)
 #
 # ### Post-norm (the paper) and pre-norm (an option)
 #
 # The arrangement above normalizes *after* the residual sum: **post-norm**. Many later
-# implementations, including the original Annotated Transformer (without saying so), normalize
-# *before* the sub-layer instead, $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$,
-# and add one final LayerNorm at the top of each stack: **pre-norm**. Pre-norm trains more
-# stably without a careful warmup, because the residual path from the output back to the input
-# is never normalized; post-norm is what the paper describes and measured. This book builds the
-# paper's post-norm by default and offers pre-norm with `norm_first=True`; section 7 measures the
-# difference it makes to gradients at initialization.
+# implementations normalize *before* the sub-layer instead,
+# $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$, and add one final LayerNorm at
+# the top of each stack: **pre-norm**. The original Annotated Transformer is one of them; a
+# docstring in its code notes that it puts the norm first, to keep the code simple. Pre-norm is
+# known to train more stably without a careful warmup; post-norm is what the paper describes
+# and measured. This book builds the paper's post-norm by default and offers pre-norm with
+# `norm_first=True`; section 7 measures how the two differ in the gradients they send to each
+# layer at initialization.
 
 
 # %%
@@ -224,22 +286,28 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         src_mask: Tensor,
         tgt_mask: Tensor | None,
-        cache: LayerCache | None = None,
+        cache: tuple[KeyValues, KeyValues] | None = None,
     ) -> Tensor:
-        """x (batch, tgt_len, d_model), memory (batch, src_len, d_model) -> (batch, tgt_len, d_model)."""
+        """x (batch, tgt_len, d_model), memory (batch, src_len, d_model) -> (batch, tgt_len, d_model).
+
+        `cache` (chapter 6): the keys and values of this layer's two attentions from earlier steps.
+        """
         own, source = cache if cache is not None else (None, None)
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, own))
         x = self.sublayers[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, source))
         return self.sublayers[2](x, self.feed_forward)
 
 
-# A decoder layer's incremental state (chapter 5): its self-attention's growing keys and values,
-# and its encoder-decoder attention's projected encoder output.
-LayerCache = tuple[KeyValueCache, KeyValueCache]
-
-
 def _attention_for(config: ModelConfig) -> MultiHeadAttention:
     return MultiHeadAttention(config.d_model, config.h, config.d_k, config.d_v, config.p_attn_drop)
+
+
+class DecoderState(Protocol):
+    """What `EncoderDecoder.decode` needs of a cache (chapter 6's `DecoderCache`)."""
+
+    length: int  # target positions already cached
+
+    def __getitem__(self, layer: int) -> tuple[KeyValues, KeyValues]: ...
 
 
 class Encoder(nn.Module):
@@ -270,7 +338,7 @@ class Decoder(nn.Module):
         memory: Tensor,
         src_mask: Tensor,
         tgt_mask: Tensor | None,
-        cache: list[LayerCache] | None = None,
+        cache: Sequence[tuple[KeyValues, KeyValues]] | None = None,
     ) -> Tensor:
         for index, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[index])
@@ -282,9 +350,9 @@ class Decoder(nn.Module):
 #
 # Tokens enter as integer ids. A learned embedding table turns each id into a
 # $d_\text{model}$-wide vector, and the paper multiplies those vectors by
-# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The reason is a matter of scale: the positional
-# encodings added next have entries between −1 and 1, and without the factor a small-initialized
-# embedding would be drowned by them.
+# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The paper gives no reason; ours is a matter of
+# scale: the positional encodings added next have entries between −1 and 1, and without the
+# factor a small-initialized embedding would be drowned by them.
 #
 # At the other end, a linear layer maps the decoder's output to one score (*logit*) per target
 # word; a softmax over them gives the next-token distribution. Our model returns the logits and
@@ -296,9 +364,9 @@ class Decoder(nn.Module):
 # byte-pair vocabulary of about 37000 tokens is shared between English and German), and it saves
 # two $V \times d_\text{model}$ matrices, about 38M parameters for the base model. It also makes
 # sense: a word's input vector and the direction that predicts it are the same thing seen from
-# both ends. Here it is an option, `share_embeddings=True`. With separate vocabularies (as in
-# Multi30k, chapter 5) the source cannot share, but the target embedding and the output layer
-# still can: `tie_target_embeddings=True`.
+# both ends. Here it is an option, `share_embeddings=True`. With separate vocabularies (like
+# chapter 5's word vocabularies, one per language) the source cannot share, but the target
+# embedding and the output layer still can: `tie_target_embeddings=True`.
 
 
 # %%
@@ -597,7 +665,7 @@ def similarity_chart(frame: pd.DataFrame) -> alt.Chart:
 # right half of the heatmap) take values at position 500 that no sentence of 40 words ever
 # produced. In practice Transformers with sinusoids degrade on inputs much longer than their
 # training data; later work moved the position information into the attention scores
-# themselves (relative position representations, rotary embeddings) to do better. Chapter 5's
+# themselves (relative position representations, rotary embeddings) to do better. Chapter 6's
 # translation filter accepts long sentences, up to a limit you can raise (`--max-tokens`), and
 # leaves a longer line untranslated with a warning instead of spending minutes on it.
 #
@@ -638,19 +706,16 @@ class EncoderDecoder(nn.Module):
         src_mask: Tensor,
         tgt: Tensor,
         tgt_mask: Tensor | None,
-        cache: list[LayerCache] | None = None,
+        cache: DecoderState | None = None,
     ) -> Tensor:
         """tgt (batch, tgt_len) ids -> decoder states (batch, tgt_len, d_model).
 
-        With a `cache` (chapter 5), tgt holds only the positions after those already cached.
+        With a `cache` (chapter 6's `DecoderCache`), tgt holds only the positions after the
+        `cache.length` ones already cached, and they are numbered from there.
         """
         embed, position = self.tgt_embed
-        start = 0 if cache is None else cache[0][0].length
+        start = 0 if cache is None else cache.length
         return self.decoder(position(embed(tgt), start), memory, src_mask, tgt_mask, cache)
-
-    def empty_cache(self) -> list[LayerCache]:
-        """Fresh incremental-decoding state: one pair of key/value caches per decoder layer."""
-        return [(KeyValueCache(grow=True), KeyValueCache(grow=False)) for _ in self.decoder.layers]
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> Tensor:
         """Logits (batch, tgt_len, tgt_vocab) for the token after each target position."""
@@ -669,7 +734,7 @@ def make_model(config: ModelConfig) -> EncoderDecoder:
             nn.init.xavier_uniform_(parameter)
     if config.share_embeddings or config.tie_target_embeddings:
         # One matrix, three roles (section 3.4): the assignment makes them the same Parameter.
-        # With two vocabularies only the target-side pair can share (chapter 5).
+        # With two vocabularies only the target-side pair can share (chapter 7).
         shared = model.tgt_embed[0].lut.weight
         model.generator.weight = shared
         if config.share_embeddings:
@@ -734,12 +799,17 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # table3_parameter_counts()
 
 # %% [markdown]
-# Every count is within a few percent of the paper's, and the pattern of the differences is
-# informative: the smaller models come out a little *below* the paper, the big ones at or a
-# little above. Most of that is the vocabulary: the paper only says "about 37000", and each
-# 1000 tokens of vocabulary is 0.5M parameters at $d_\text{model} = 512$ and 1M at 1024. The
-# rest is rounding in the paper's table (printed to the nearest million). The layers
-# themselves, which do not depend on the vocabulary, are exactly the formula: per encoder layer
+# Every row but one comes out *below* the paper, by 2 to 6%; only `big` is above, by 0.6%. The
+# vocabulary explains most of the shortfall: the paper only says "about 37000", and each 1000
+# tokens of a shared vocabulary add about 0.26M parameters at $d_\text{model} = 256$, 0.5M at
+# 512 and 1M at 1024. With 41000 tokens (`table3_parameter_counts(41000)`) every row but `big`
+# lands within half a million of the paper's count, as close as a table printed in whole
+# millions can show. No vocabulary fits `big` as well: 41000 puts it 5M above, because Table 3
+# disagrees with itself. Its $d_\text{model} = 1024$ row and `big` differ only in $d_{ff}$ (2048
+# against 4096; their heads split the same width in two ways, which changes no count). Widening
+# the feed-forward networks of all 12 layers adds 50.4M parameters, yet the two printed counts
+# differ by 45M. The layers themselves, which do not depend on the vocabulary, are exactly the
+# formula: per encoder layer
 # $4(d_\text{model}^2 + d_\text{model}) + 2 d_\text{model} d_{ff} + d_{ff} + d_\text{model}
 # + 4 d_\text{model}$ (attention, feed-forward, two layer norms), which the tests check.
 #
@@ -854,18 +924,20 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 # rounded(norms.pivot(index="layer", columns="arrangement", values="gradient norm")).astype(int)
 
 # %% [markdown]
-# Two differences show. With **post-norm** every layer receives a gradient of about the same,
-# large size, the top layers (nearest the output) slightly more. With **pre-norm** the gradient
-# shrinks from the bottom to the top, and at the top it is about a third of post-norm's: each
-# pre-norm layer adds a small correction to a residual stream that keeps growing, and only the
-# final LayerNorm sees the total, so each layer's own influence is diluted. Large gradients at
-# the layers next to the output, at the very start of training, are what make post-norm unstable
-# with a large learning rate; Xiong et al. (2020, *On Layer Normalization in the Transformer
-# Architecture*) analyse exactly this. It is one reason the paper's post-norm model needs the
-# learning-rate warmup of chapter 3, and why pre-norm became the usual choice for deep stacks. We
-# keep the paper's arrangement as the default, with its schedule.
+# Two differences show. **Post-norm** sends the larger gradient to every layer, and nearly the
+# same to each: the top layers (nearest the output) get about a quarter more than the bottom
+# ones. With **pre-norm** the gradient shrinks from the bottom to the top: at the bottom layer it
+# is close to post-norm's, at the top about a third of it. Each pre-norm layer adds a small
+# correction to a residual stream that keeps growing, and only the final LayerNorm sees the
+# total, so each layer's own influence is diluted. Large gradients at the layers next to the
+# output, at the very start of training, are what make post-norm unstable with a large learning
+# rate; Xiong et al. (2020, *On Layer Normalization in the Transformer Architecture*) analyse
+# exactly this. It is one reason the paper's post-norm model needs the learning-rate warmup of
+# chapter 3, and why pre-norm became the usual choice for deep stacks. We keep the paper's
+# arrangement as the default, with its schedule.
 #
-# **What we have:** `ModelConfig`, every box of Figure 1, and `make_model`, with the paper's
-# parameter counts reproduced. The model's layers are checked against `nn.TransformerEncoderLayer`
-# and `nn.TransformerDecoderLayer` in `tests/test_ch02_model.py`. **Next**, chapter 3 teaches it:
-# batches and masks, the optimizer and its schedule, and label smoothing.
+# **What we have:** `ModelConfig`, `LayerNorm` from its formula, every box of Figure 1, and
+# `make_model`, with its parameter counts set beside Table 3's. The model's layers are checked
+# against `nn.TransformerEncoderLayer` and `nn.TransformerDecoderLayer` in
+# `tests/test_ch02_model.py`. **Next**, chapter 3 teaches it: batches and masks, the optimizer
+# and its schedule, and label smoothing.

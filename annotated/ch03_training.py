@@ -26,7 +26,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,8 +72,9 @@ from annotated.files import atomic_write
 # | what it must predict (`tgt_out`) | a | dog | runs | `</s>` | |
 #
 # `tgt_in` is the target without its last token, `tgt_out` the target without its first: the
-# output is shifted one position to the right of the input, as section 3.1 puts it. Thanks to
-# the subsequent mask of chapter 1, all positions are trained at once, yet each sees only its past.
+# decoder's input is the target shifted one position to the right (section 3.1), so at every
+# position the input holds the token *before* the one to predict. Thanks to the subsequent mask
+# of chapter 1, all positions are trained at once, yet each sees only its past.
 #
 # The loss is averaged over *tokens*, not sentences, and pads are not tokens: `n_tokens` counts
 # the non-pad entries of `tgt_out`.
@@ -186,7 +187,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # One addition the paper does not have, off by default: `cooldown`. Equation 3 never lets the rate
 # reach 0, and on a small dataset trained for a fixed budget the last steps then keep jumping
 # around the minimum instead of settling into it. With `cooldown = c`, the rate of the last $c$
-# steps is equation 3 times a straight line from 1 down to $1/c$ at the final step. Chapter 5
+# steps is equation 3 times a straight line from 1 down to $1/c$ at the final step. Chapter 7
 # uses it; with it, a run's schedule depends on its length, so a finished run can no longer be
 # extended by raising `max_steps`.
 
@@ -206,7 +207,7 @@ class TrainConfig:
     max_steps: int = 100_000  # optimizer steps (the base model: 100K, section 5.2)
     warmup: int = 4000  # warmup_steps of equation 3
     lr_factor: float = 1.0  # multiplies equation 3 (the paper: 1)
-    cooldown: int = 0  # last steps over which the rate falls linearly to 0 (the paper: none)
+    cooldown: int = 0  # c: the last c steps scale eq. 3 by a line from 1 down to 1/c (paper: none)
     beta1: float = 0.9  # Adam (section 5.3)
     beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -245,7 +246,7 @@ class TrainConfig:
 
 
 def cooled_rate(step: int, d_model: int, config: TrainConfig) -> float:
-    """Equation 3, times a linear fall to 0 over the last `config.cooldown` steps (if any)."""
+    """Equation 3, times a line falling to 1/c over the last c = `config.cooldown` steps (if any)."""
     lr = rate(step, d_model, config.warmup, config.lr_factor)
     if config.cooldown:
         lr *= min(1.0, (config.max_steps - step + 1) / config.cooldown)
@@ -532,14 +533,15 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
 # The paper keeps $P_{drop}$ fixed for the whole run. A small dataset pulls two ways here. Early
 # on the model underfits, and dropout only slows it down; late in a run it has seen every
 # sentence many times and starts to memorise them, which is exactly what dropout is for.
-# Chapter 5 meets both: at 0.3 its model learns much more slowly in the first half hour than at
-# 0.2, yet at 0.2 its validation score stops rising in the last quarter hour while the training
-# loss keeps falling. So the loop can also move dropout during training: with
-# `TrainConfig.p_drop_final` set, the rate of every residual and embedding dropout goes in a
-# straight line from the model's `p_drop` at the first step to `p_drop_final` at the last (the
-# attention-weight dropout, if any, is left alone). Like the learning rate it depends only on the
-# step number, so a resumed run uses the same rates as one never stopped; and like the cooldown it
-# ties the schedule to `max_steps`, so such a run cannot be extended.
+# The Multi30k runs of chapter 7 meet both (the lab notebook, chapter 10, has the details): at
+# 0.3 the model learns much more slowly in the first half hour than at 0.2, yet at 0.2 its
+# validation score stops rising in the last quarter hour while the training loss keeps falling.
+# So the loop can also move dropout during training: with `TrainConfig.p_drop_final` set, the
+# rate of every residual and embedding dropout goes in a straight line from the model's `p_drop`
+# at the first step to `p_drop_final` at the last (the attention-weight dropout, if any, is left
+# alone). Like the learning rate it depends only on the step number, so a resumed run uses the
+# same rates as one never stopped; and like the cooldown it ties the schedule to `max_steps`, so
+# such a run cannot be extended.
 #
 # Dropout modules keep their rate in a plain attribute, `p`, which is not part of the weights:
 # changing it changes nothing in a checkpoint.
@@ -562,11 +564,63 @@ def set_dropout(model: nn.Module, p: float) -> None:
 
 
 # %% [markdown]
-# Chapter 5's schedule, for example, at five points of its 3,040 steps: from 0.1 up to 0.3.
+# Chapter 7's schedule, for example, at five points of its 3,040 steps: from 0.1 up to 0.3.
 
 # %% tags=["active-ipynb"]
 # ramp = TrainConfig(max_steps=3040, warmup=500, p_drop_final=0.3)
 # {step: round(dropout_rate(step, 0.1, ramp), 3) for step in (1, 760, 1520, 2280, 3040)}
+
+
+# %% [markdown]
+# **Cheaper random numbers for dropout.** Profiled on a 2-core CPU under bf16 autocast (run it
+# yourself with `torch.profiler.profile`), chapter 7's training step spent about a fifth of its time
+# drawing the random numbers of dropout masks: `nn.Dropout` draws one random number per element,
+# and a CPU's random generator is slow next to its matrix units. A mask only asks whether a random
+# number falls below $p$, and sixteen random bits answer that to within $1/65536$. `FastDropout`
+# draws 64-bit random integers, reads each as four 16-bit numbers, and keeps an element when its
+# number is at least $p \cdot 65536$: a quarter of the draws, the same distribution up to
+# rounding $p$ to a multiple of $1/65536$, and the same $1/(1-p)$ scaling of what is kept.
+# `use_fast_dropout` swaps it in for every `nn.Dropout` of a model; it has no weights, so
+# checkpoints are unchanged. It is an option of the run configuration (`fast_dropout`), off by
+# default: the CPU recipes of chapters 7 and 8 switch it on; elsewhere, measure before you do.
+
+
+# %%
+class FastDropout(nn.Module):
+    """Dropout whose mask comes from 16 random bits per element (a quarter of nn.Dropout's draws)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p  # a plain attribute, as in nn.Dropout: set_dropout may change it
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        threshold = round(self.p * 65536) - 32768  # int16 numbers below this are dropped
+        n = x.numel()
+        words = torch.randint(
+            -(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, device=x.device
+        )
+        keep = words.view(torch.int16)[:n].view(x.shape) >= threshold
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
+def use_fast_dropout(model: nn.Module) -> nn.Module:
+    """Replace every nn.Dropout inside `model` by FastDropout with the same p (in place)."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(module, name, FastDropout(child.p))
+    return model
+
+
+# %% tags=["active-ipynb"]
+# ones = torch.ones(1_000_000)
+# for p in (0.1, 0.3):
+#     kept = FastDropout(p)(ones)
+#     print(f"p = {p}: kept {(kept > 0).float().mean():.2f} of the elements, each scaled to {kept.max():.3f}")
 
 
 # %% [markdown]
@@ -624,24 +678,31 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def inference(model: nn.Module) -> Iterator[None]:
+    """For the block: no dropout and no gradients; the model's train/eval mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
 def evaluate(
     model: EncoderDecoder, batches: Sequence[Batch], eps_ls: float = 0.0, precision: str = "auto"
 ) -> float:
     """Loss per target token over `batches`, without dropout or gradients."""
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     total, tokens = 0.0, 0
-    try:
-        with torch.no_grad():
-            for batch in batches:
-                batch = batch.to(device)
-                with autocast(precision, device):
-                    logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-                total += label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls).item()
-                tokens += batch.n_tokens
-    finally:
-        model.train(was_training)
+    with inference(model):
+        for batch in batches:
+            batch = batch.to(device)
+            with autocast(precision, device):
+                logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+            total += label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls).item()
+            tokens += batch.n_tokens
     return total / max(tokens, 1)
 
 
@@ -736,7 +797,7 @@ def load_checkpoint(
 # %% [markdown]
 # And the loop itself.
 #
-# It also runs unchanged as one of several **data-parallel processes** (chapter 6): when
+# It also runs unchanged as one of several **data-parallel processes** (chapter 8): when
 # `torch.distributed` is running and the model is wrapped in `DistributedDataParallel`, each process
 # trains on its own micro-batches, and three small sums over the processes keep them in step: the
 # step's tokens (so that every gradient is divided by the tokens of the whole step, not of one
@@ -773,7 +834,7 @@ def train(
     """Train for config.max_steps optimizer steps (resuming from `checkpoint` if it exists).
 
     `on_step` is called with each step's history row; if it returns True, training stops there.
-    `extra` entries are stored in every checkpoint too (chapter 5 keeps its decoding settings).
+    `extra` entries are stored in every checkpoint too (a run keeps its decoding settings).
     `model` may be wrapped in DistributedDataParallel; `config.accumulate` then counts the
     micro-batches of one process.
     """

@@ -25,9 +25,16 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from annotated.ch01_attention import padding_mask, subsequent_mask
+from annotated.ch01_attention import kept_weights, padding_mask, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
-from annotated.ch03_training import Batch, SpecialTokens, TrainConfig, pad_sequences, train
+from annotated.ch03_training import (
+    Batch,
+    SpecialTokens,
+    TrainConfig,
+    inference,
+    pad_sequences,
+    train,
+)
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -135,19 +142,16 @@ class CopyTask:
 #   function restores the mode the model was in.
 #
 # The whole batch is decoded together: one decoder call per step for all sentences. (This
-# version recomputes the decoder over the whole prefix at every step; chapter 5 adds a cache
+# version recomputes the decoder over the whole prefix at every step; chapter 6 adds a cache
 # that makes each step cost one position.)
 
 
 # %%
-@torch.no_grad()
 def greedy_decode(
     model: EncoderDecoder, src: Tensor, src_mask: Tensor, specials: SpecialTokens, max_len: int
 ) -> Tensor:
     """(batch, src_len) -> (batch, <= max_len) output ids, </s> included, pad after it."""
-    was_training = model.training
-    model.eval()
-    try:
+    with inference(model):  # chapter 3: no dropout, no gradients, the mode restored after
         memory = model.encode(src, src_mask)  # (batch, src_len, d_model), computed once
         batch = src.size(0)
         ys = torch.full((batch, 1), specials.bos, dtype=torch.long, device=src.device)
@@ -162,8 +166,6 @@ def greedy_decode(
             if finished.all():
                 break
         return ys[:, 1:]  # drop <s>
-    finally:
-        model.train(was_training)
 
 
 def until_eos(ids: Tensor, specials: SpecialTokens) -> list[list[int]]:
@@ -213,7 +215,7 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # converts the inputs of every matrix product to bfloat16 and back; for $64 \times 64$ matrices
 # the conversions cost more than the faster products save, and `make bench-copy` measures a
 # bf16 step of this model as *slower* than an fp32 one on the CPU this book was built on. The
-# same benchmark shows the balance tipping as the model gets wider, which is why chapter 5's
+# same benchmark shows the balance tipping as the model gets wider, which is why chapter 7's
 # model uses bf16.
 #
 # The copy-task configuration is one object, `COPY_SETUP`; `train_copy_model` runs it. The tests
@@ -225,7 +227,7 @@ COPY_SETUP = {
     "task": CopyTask(),
     "model": ModelConfig(src_vocab=13, tgt_vocab=13, N=2, d_model=64, d_ff=256, h=4),
     # fp32: for matrices this small, bfloat16 autocast costs more in casts than it saves
-    # (benchmarks/bench_copy.py measures it); chapter 5's wider model is where bf16 pays.
+    # (benchmarks/bench_copy.py measures it); chapter 7's wider model is where bf16 pays.
     "train": TrainConfig(max_steps=3000, warmup=200, checkpoint_every=100, precision="fp32"),
     "check_every": 100,
     "held_out": 200,
@@ -349,17 +351,9 @@ def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VCon
 def source_attention(model: EncoderDecoder, task: CopyTask, sequence: list[int]) -> pd.DataFrame:
     """Encoder-decoder attention of the last decoder layer (mean over heads) while copying `sequence`."""
     batch = task.to_batch([sequence])
-    attention = model.decoder.layers[-1].src_attn
-    was_training = model.training
-    model.eval()
-    attention.keep_weights = True
-    try:
-        with torch.no_grad():
-            model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+    with kept_weights([model.decoder.layers[-1].src_attn]) as (attention,), inference(model):
+        model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
         weights = attention.weights[0].mean(dim=0)  # (tgt_len, src_len)
-    finally:
-        attention.keep_weights, attention.weights = False, None
-        model.train(was_training)
     src_labels = [f"{i}: {t}" for i, t in enumerate(sequence + ["</s>"])]
     tgt_labels = [f"{i}: {t}" for i, t in enumerate(["<s>"] + sequence)]
     return pd.DataFrame(
@@ -402,5 +396,6 @@ def attention_chart(frame: pd.DataFrame) -> alt.Chart:
 
 # %% [markdown]
 # **What we have:** a trained Transformer, `greedy_decode`, and a check that the whole
-# pipeline — masks, shifting, loss, schedule, decoding — works end to end. **Next**, chapter 5
-# trains on real sentences: German to English on Multi30k.
+# pipeline — masks, shifting, loss, schedule, decoding — works end to end. **Next**, real
+# sentences: chapter 5 turns German and English text into batches, chapter 6 decodes faster and
+# better and scores translations, and chapter 7 trains German to English on Multi30k.

@@ -40,13 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from annotated.files import atomic_write
+from annotated.files import REPO_ROOT, atomic_write
 
 DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
 DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
 LOCAL_SUMS_NAME = "SHA256SUMS.local"
 _CHUNK = 1 << 16
-_REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class DataUnavailableError(FileNotFoundError):
@@ -74,8 +73,8 @@ class RemoteFile:
 
 def default_cache_dir() -> Path:
     """The repository's data/ folder (git-ignored), or ~/.cache/annotated outside a checkout."""
-    if (_REPO_ROOT / "pyproject.toml").is_file():
-        return _REPO_ROOT / "data"
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / "data"
     return Path.home() / ".cache" / "annotated"
 
 

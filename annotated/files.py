@@ -15,6 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+# The checkout (or the folder above the installed package): runs/ and data/ live here.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
 
 @contextlib.contextmanager
 def atomic_write(

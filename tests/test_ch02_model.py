@@ -11,6 +11,7 @@ from annotated.ch01_attention import MultiHeadAttention, padding_mask, subsequen
 from annotated.ch02_model import (
     DecoderLayer,
     EncoderLayer,
+    LayerNorm,
     ModelConfig,
     PositionalEncoding,
     count_parameters,
@@ -20,6 +21,7 @@ from annotated.ch02_model import (
     sinusoidal_table,
     table3_parameter_counts,
 )
+from annotated.ch06_decoding import DecoderCache
 
 PAD = 0
 
@@ -129,6 +131,44 @@ def test_post_norm_output_is_normalized_and_pre_norm_stacks_end_with_a_norm():
     # LayerNorm with its initial weight 1 and bias 0: zero mean and unit variance per position.
     torch.testing.assert_close(memory.mean(-1), torch.zeros(2, 7), atol=1e-5, rtol=0)
     torch.testing.assert_close(memory.var(-1, unbiased=False), torch.ones(2, 7), atol=1e-3, rtol=0)
+
+
+# ---------------------------------------------------------------- layer normalization from its formula
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 16), (2, 5, 64), (2, 3, 4, 33)])
+@pytest.mark.parametrize("scale", [3.0, 1e-3], ids=["ordinary", "variance near eps"])
+def test_layer_norm_equals_nn_layer_norm(shape, scale):
+    # Likely mistakes, each off by far more than 1e-12: the unbiased variance (/ (d - 1)) fails
+    # every case, eps outside the square root the tiny-variance one, where eps matters.
+    d_model = shape[-1]
+    ours, theirs = LayerNorm(d_model).double(), nn.LayerNorm(d_model).double()
+    assert ours.eps == theirs.eps == 1e-5
+    with torch.no_grad():
+        theirs.weight.copy_(1 + torch.randn(d_model, dtype=torch.float64))
+        theirs.bias.copy_(torch.randn(d_model, dtype=torch.float64))
+    ours.load_state_dict(theirs.state_dict())  # same names: weight and bias
+    x = 2.0 + scale * torch.randn(shape, dtype=torch.float64)
+    torch.testing.assert_close(ours(x), theirs(x), atol=1e-12, rtol=0)
+
+
+def test_layer_norm_gives_each_vector_mean_0_and_variance_1():
+    norm = LayerNorm(64).double()
+    assert torch.equal(norm.weight, torch.ones(64, dtype=torch.float64))
+    assert torch.equal(norm.bias, torch.zeros(64, dtype=torch.float64))
+    x = 5.0 - 2.0 * torch.randn(4, 9, 64, dtype=torch.float64)
+    y = norm(x)
+    torch.testing.assert_close(
+        y.mean(-1), torch.zeros(4, 9, dtype=torch.float64), atol=1e-12, rtol=0
+    )
+    variance = x.var(-1, unbiased=False)
+    # Exactly var / (var + eps), which is 1 up to eps / var.
+    torch.testing.assert_close(y.var(-1, unbiased=False), variance / (variance + 1e-5))
+    torch.testing.assert_close(
+        y.var(-1, unbiased=False), torch.ones_like(variance), atol=1e-5, rtol=0
+    )
+    with pytest.raises(ValueError, match="last dimension"):
+        norm(torch.randn(4, 32, dtype=torch.float64))
 
 
 # ---------------------------------------------------------------- positional encoding
@@ -249,7 +289,7 @@ def test_decoding_with_a_cache_continues_the_positions():
     src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
     memory = model.encode(src, src_mask)
     full = model.decode(memory, src_mask, tgt, torch.ones(1, 4, 4, dtype=torch.bool).tril())
-    cache = model.empty_cache()
+    cache = DecoderCache(model)  # chapter 6's cache, through ch02's DecoderState protocol
     model.decode(memory, src_mask, tgt[:, :3], torch.ones(1, 3, 3, dtype=torch.bool).tril(), cache)
     assert [own.length for own, _ in cache] == [3, 3]
     last = model.decode(memory, src_mask, tgt[:, 3:], None, cache)
@@ -294,6 +334,15 @@ def test_table3_rows_are_within_a_few_percent_of_the_paper():
     assert (relative < 0.07).all(), table
     big = table.set_index("Table 3 row").loc["big"]
     assert (big["N"], big["d_model"], big["d_ff"], big["h"], big["d_k"]) == (6, 1024, 4096, 16, 64)
+
+
+def test_one_vocabulary_fits_every_table3_row_but_big():
+    # Chapter 2's claim: with 41000 tokens every row but big is within half a million of Table 3,
+    # and big then lands about 5M above, since Table 3's big and d_model=1024 rows disagree.
+    table = table3_parameter_counts(41000).set_index("Table 3 row")
+    gap = table["ours (M)"] - table["paper (M)"]
+    assert (gap.drop("big").abs() <= 0.5).all(), table
+    assert gap["big"] > 5, table
 
 
 # ---------------------------------------------------------------- configuration

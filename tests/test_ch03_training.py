@@ -12,9 +12,11 @@ from torch import nn
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
+    FastDropout,
     TrainConfig,
     dropout_rate,
     evaluate,
+    inference,
     label_smoothing_loss,
     load_checkpoint,
     make_optimizer,
@@ -24,6 +26,7 @@ from annotated.ch03_training import (
     set_dropout,
     smoothed_targets,
     train,
+    use_fast_dropout,
 )
 
 PAD, BOS, EOS = 0, 1, 2
@@ -500,3 +503,48 @@ def test_resumed_run_equals_uninterrupted_run_in_process(tmp_path):
         straight.state_dict().items(), second.state_dict().values(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+# ---------------------------------------------------------------- fast dropout (section 4)
+
+
+def test_fast_dropout_distribution_and_scaling():
+    torch.manual_seed(0)
+    layer = FastDropout(0.1)
+    x = torch.ones(1_000_003)
+    y = layer(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.9) < 0.002  # binomial sd is 0.0003
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.9))
+    layer.eval()
+    assert layer(x) is x
+    assert FastDropout(0.0)(x) is x
+    with pytest.raises(ValueError):
+        FastDropout(1.0)
+    layer.train()
+    layer.p = 0.5  # chapter 3's set_dropout changes the rate during training
+    assert abs((layer(x) != 0).float().mean().item() - 0.5) < 0.002
+
+
+def test_use_fast_dropout_swaps_every_dropout_and_keeps_the_weights():
+    model = make_model(ModelConfig(11, 12, N=1, d_model=16, d_ff=32, h=2, p_drop=0.2))
+    keys = list(model.state_dict())
+    use_fast_dropout(model)
+    kinds = {type(m) for m in model.modules()}
+    assert torch.nn.Dropout not in kinds and FastDropout in kinds
+    assert list(model.state_dict()) == keys
+    assert all(m.p == 0.2 for m in model.modules() if isinstance(m, FastDropout))
+
+
+def test_inference_switches_off_dropout_and_gradients_and_restores_the_mode():
+    model = make_model(ModelConfig(11, 12, N=1, d_model=16, d_ff=32, h=2, p_drop=0.5)).train()
+    x = torch.randint(0, 11, (2, 5))
+    mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    with inference(model):
+        assert not model.training and not torch.is_grad_enabled()
+        first, second = model.encode(x, mask), model.encode(x, mask)
+        assert torch.equal(first, second)  # no dropout
+    assert model.training and torch.is_grad_enabled()
+    with pytest.raises(RuntimeError), inference(model.eval()):
+        raise RuntimeError("a failure inside the block")
+    assert not model.training  # restored to eval, the mode it was in
