@@ -30,8 +30,12 @@
 # | 2 Model | §3.1, §3.3–3.5, Table 3 | the full encoder-decoder, `make_model`, parameter counts |
 # | 3 Training | §5 | batches and masks, the learning-rate schedule, label smoothing, the training loop |
 # | 4 Copy task | — | a first model trained end to end, and greedy decoding |
-# | 5 Multi30k | §5, §6.1 | German→English trained in an hour on a CPU: data, vocabularies, token batches, cached and beam decoding, BLEU |
-# | 6 WMT 2014 | §3.4, §5, §6.1, Tables 2–3 | the paper's recipe end to end: shared BPE, shared embeddings, 25,000-token steps, checkpoint averaging, beam search, multi-GPU training |
+# | 5 From text to batches | §5.1 | Multi30k sentences, spaCy tokens, word vocabularies, shared BPE subwords, batches by token count |
+# | 6 Decoding and scoring | §6.1 | a key/value cache, beam search with a length penalty, the `Translator`, BLEU and chrF |
+# | 7 Multi30k | §5.2–5.4, §6.1 | German→English trained in an hour on a laptop CPU: the recipe, the run, checkpoint averaging, scores, attention maps |
+# | 8 WMT 2014 | §3.4, §5, §6, Tables 2–3 | the paper's recipe end to end: shared embeddings, 25,000-token steps, multi-GPU training with `torchrun`, Table 2 |
+# | 9 Conclusion | §7 | what the book built, and where to go next |
+# | 10 Appendix: Lab notebook | — | the history of the Multi30k runs: what was tried, and what it changed |
 #
 # Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports
 # chapter 2's model, and so on. Nothing is defined twice.
@@ -209,7 +213,8 @@ def operations_chart(frame: pd.DataFrame, d: int) -> alt.VConcatChart:
 # operations.pivot(index="n", columns="layer", values=["FLOPs", "matrix products in sequence"])
 
 # %% [markdown]
-# The counts match Table 1 exactly, constants included:
+# Table 1 states orders of growth only, so it has no constants to compare with. The counts supply
+# the constants, and they grow as the table's first two columns predict:
 #
 # * the recurrent layer does $4 n d^2$ operations ($2nd^2$ for the input projection, $2nd^2$ for
 #   the recurrence), self-attention $4 n^2 d$ ($2n^2 d$ for the scores $QK^\top$, $2n^2 d$ for

@@ -1,10 +1,10 @@
-"""One side of chapter 6's data-parallel check; `ch06_wmt.ddp_check` starts it with torchrun.
+"""One side of chapter 8's data-parallel check; `ch08_wmt.ddp_check` starts it with torchrun.
 
     torchrun --standalone --nproc_per_node=2 -m annotated.ddp_check --out OUT --steps 4 --accumulate 1
 
 Every process builds the same small model (float64, dropout off) and the same synthetic sentence pairs,
 cut into token batches; each step takes `accumulate` x processes batches, shared out by chapter
-5's `step_shard`, and chapter 3's `train` runs with the model wrapped in DistributedDataParallel
+5's `BatchPlan`, and chapter 3's `train` runs with the model wrapped in DistributedDataParallel
 when there is more than one process. Process 0 writes the final checkpoint to OUT.
 """
 
@@ -19,21 +19,22 @@ import torch
 from torch import nn
 
 from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch03_training import SpecialTokens, TrainConfig, train
-from annotated.ch05_multi30k import make_batch, step_shard, token_batches
-from annotated.ch06_wmt import setup_distributed, teardown_distributed
+from annotated.ch03_training import TrainConfig, train
+from annotated.ch05_text import BatchPlan, Vocab
+from annotated.ch08_wmt import setup_distributed, teardown_distributed
 
-SPECIALS = SpecialTokens(pad=1, bos=2, eos=3)
-VOCAB = 20
+# Sixteen made-up words; the specials (and their ids) come from the vocabulary, as everywhere.
+VOCAB = Vocab.build([[f"w{i}" for i in range(16)]], min_freq=1, language="synthetic")
 
 
 def synthetic_pairs(count: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
     """Source/target id lists of varied lengths (the target reverses the source)."""
     rng = random.Random(seed)
+    words = VOCAB.tokens[len(VOCAB.tokens) - 16 :]
     pairs = []
     for _ in range(count):
-        source = [rng.randrange(4, VOCAB) for _ in range(rng.randrange(3, 12))]
-        pairs.append((source + [SPECIALS.eos], source[::-1]))
+        source = VOCAB.encode([rng.choice(words) for _ in range(rng.randrange(3, 12))])
+        pairs.append((source + [VOCAB.specials.eos], source[::-1]))
     return pairs
 
 
@@ -54,11 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     # Adam divides its rounding noise by a square root of the same noise. In float64 the noise
     # stays far below Adam's epsilon and the two runs agree to better than 1e-8.
     model = make_model(
-        ModelConfig(VOCAB, VOCAB, N=1, d_model=32, d_ff=64, h=2, p_drop=0.0)
+        ModelConfig(len(VOCAB), len(VOCAB), N=1, d_model=32, d_ff=64, h=2, p_drop=0.0)
     ).double()
     pairs = synthetic_pairs(200)
-    plan = token_batches(pairs, 60)
-    per_step = args.accumulate * world
+    plan = BatchPlan.build(pairs, 60, args.accumulate, world)
     config = TrainConfig(
         max_steps=args.steps,
         warmup=2,
@@ -67,11 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         checkpoint_every=0,
     )
 
-    def batches(step: int):
-        chosen = step_shard(len(plan), step, per_step, 0, rank, world)
-        return [make_batch([pairs[i] for i in plan[b]], SPECIALS) for b in chosen]
-
     trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    batches = lambda step: plan.step(step, VOCAB.specials, rank, world)  # noqa: E731
     train(trained, batches, config, checkpoint=args.out, progress=False)
     del trained  # the wrapper holds the process group: let it go before the group is destroyed
     teardown_distributed()

@@ -49,21 +49,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Train (or resume, or load) the run the arguments describe, then print its scores."""
-    from annotated import ch05_multi30k as ch05
+    from annotated.runs import RUNS_DIR, final_scores
 
     if args.task == "multi30k":
-        profile, config = ch05.profile_config(args.profile)
-        folder = args.run_dir or ch05.RUNS_DIR / f"multi30k-{profile}"
-        run = ch05.train_multi30k(config, folder)
+        from annotated import ch07_multi30k as ch07
+
+        profile, config = ch07.profile_config(args.profile)
+        folder = args.run_dir or RUNS_DIR / f"multi30k-{profile}"
+        run = ch07.train_multi30k(config, folder)
         columns = COLUMNS
     else:
-        from annotated import ch06_wmt as ch06
+        from annotated import ch08_wmt as ch08
 
-        rank, _ = ch06.setup_distributed()
-        profile, config = ch06.wmt_profile(args.profile)
-        folder = args.run_dir or ch05.RUNS_DIR / f"wmt-{profile}"
-        run = ch06.train_wmt(config, folder)
-        ch06.teardown_distributed()
+        rank, _ = ch08.setup_distributed()
+        profile, config = ch08.wmt_profile(args.profile)
+        folder = args.run_dir or RUNS_DIR / f"wmt-{profile}"
+        run = ch08.train_wmt(config, folder)
+        ch08.teardown_distributed()
         if rank != 0:
             return 0
         columns = [c for c in COLUMNS if c != "<unk> copied"]
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     minutes = run.history.seconds.sum() / 60
     print(f"{folder}: {int(run.history.step.max())} steps, {minutes:.1f} training minutes")
     if not args.no_scores:
-        scores = ch05.final_scores(run) if args.task == "multi30k" else ch06.wmt_scores(run)
+        scores = final_scores(run) if args.task == "multi30k" else ch08.wmt_scores(run)
         print(scores[columns].to_string(index=False))
         print(scores["BLEU signature"][0])
     return 0

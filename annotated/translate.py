@@ -1,4 +1,4 @@
-"""Translate one sentence per line with a trained model: a Unix filter around chapter 5's Translator.
+"""Translate one sentence per line with a trained model: a Unix filter around chapter 6's Translator.
 
     echo "Ein Hund rennt über die Wiese." | python -m annotated.translate [--checkpoint PATH] [--beam N]
 
@@ -16,7 +16,7 @@ could start (no model, a file that is not a checkpoint, a bad option).
 
 The default model is the one `make train-multi30k` writes (its averaged weights); --checkpoint
 takes another run's file or folder. The beam and length penalty default to those the checkpoint's
-run used (chapter 5: beam 4, alpha 2.5; chapter 6's WMT runs: beam 4, alpha 0.6).
+run used (chapter 7's Multi30k runs: beam 4, alpha 2.5; chapter 8's WMT runs: beam 4, alpha 0.6).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-RUN = Path(__file__).resolve().parent.parent / "runs" / "multi30k-full"
+from annotated.files import REPO_ROOT
+
+RUN = REPO_ROOT / "runs" / "multi30k-full"
 MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
 MAX_BEAM = 100
 
@@ -80,7 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--alpha",
         type=_bounded(float, 0.0, 10.0, "--alpha"),
         default=None,
-        help="length penalty (default: the checkpoint's run's, else chapter 5's 2.5)",
+        help="length penalty (default: the checkpoint's run's, else chapter 7's 2.5)",
     )
     parser.add_argument(
         "--batch",
@@ -144,7 +146,7 @@ def translate_stream(
     for number, raw in enumerate(lines, start=1):
         text = decode_line(raw, number, warn).strip()
         if text:
-            length = len(translator.source_ids([text])[1][0])
+            length = len(translator.source_ids([text])[0])
             if length > max_tokens:
                 left_empty += 1
                 warn(
@@ -169,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     def warn(message: str) -> None:
         print(f"translate: {message}", file=sys.stderr, flush=True)
 
-    from annotated.ch05_multi30k import Multi30kConfig, Translator  # late: --help stays instant
+    # Late imports: --help stays instant.
+    from annotated.ch06_decoding import Translator
+    from annotated.ch07_multi30k import PROFILES
+
+    fallback = PROFILES["full"].decoding
 
     checkpoint = args.checkpoint or default_checkpoint()
     try:
@@ -177,16 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, OSError) as error:
         warn(str(error))
         return 2
-    saved = translator.decoding or {}
-    if not saved and (args.beam is None or args.alpha is None):
+    saved = translator.decoding
+    if saved is None and (args.beam is None or args.alpha is None):
         warn(
-            f"{checkpoint} records no decoding settings; using chapter 5's "
-            f"(beam {Multi30kConfig.beam}, alpha {Multi30kConfig.length_penalty}) where not given"
+            f"{checkpoint} records no decoding settings; using chapter 7's "
+            f"(beam {fallback.beam}, alpha {fallback.alpha}) where not given"
         )
-    beam = args.beam if args.beam is not None else saved.get("beam", Multi30kConfig.beam)
-    alpha = (
-        args.alpha if args.alpha is not None else saved.get("alpha", Multi30kConfig.length_penalty)
-    )
+    beam = args.beam if args.beam is not None else (saved or fallback).beam
+    alpha = args.alpha if args.alpha is not None else (saved or fallback).alpha
     if sys.stdin.isatty():
         warn("reading one sentence per line from the terminal; end with Ctrl-D")
     try:

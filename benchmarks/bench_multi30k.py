@@ -1,4 +1,4 @@
-"""Multi30k (chapter 5): training speed against nn.Transformer, the run's BLEU, decoding speed.
+"""Multi30k (chapter 7): training speed against nn.Transformer, the run's BLEU, decoding speed.
 
     python benchmarks/bench_multi30k.py [--profile full|smoke] [--rounds 4] [--batches 8]
 
@@ -29,20 +29,12 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from annotated.ch02_model import Embeddings, PositionalEncoding, count_parameters, make_model
-from annotated.ch03_training import autocast, label_smoothing_loss, make_optimizer
+from annotated.ch03_training import autocast, label_smoothing_loss, make_optimizer, use_fast_dropout
 from annotated.ch04_copy_task import greedy_decode
-from annotated.ch05_multi30k import (
-    RUNS_DIR,
-    decode_ids,
-    final_scores,
-    make_batch,
-    padding_fraction,
-    profile_config,
-    saved_scores,
-    token_batches,
-    train_multi30k,
-    use_fast_dropout,
-)
+from annotated.ch05_text import make_batch, padding_fraction, token_batches
+from annotated.ch06_decoding import DecodeConfig, decode_ids
+from annotated.ch07_multi30k import profile_config, train_multi30k
+from annotated.runs import RUNS_DIR, final_scores, saved_scores
 
 CPU = torch.device("cpu")
 
@@ -185,12 +177,12 @@ def decoding_speed(run, sentences: int) -> dict:
         fn(items)
         return len(items) / (time.perf_counter() - started)
 
-    greedy = timed(lambda s: decode_ids(model, s, specials_src, specials_tgt, beam=1), sources)
+    greedy_config = DecodeConfig(1, 0.6, run.config.decoding.extra_length)
+    greedy = timed(
+        lambda s: decode_ids(model, s, specials_src, specials_tgt, greedy_config), sources
+    )
     beam = timed(
-        lambda s: decode_ids(
-            model, s, specials_src, specials_tgt, run.config.beam, run.config.length_penalty
-        ),
-        sources,
+        lambda s: decode_ids(model, s, specials_src, specials_tgt, run.config.decoding), sources
     )
 
     def one_by_one(items):
@@ -244,17 +236,17 @@ def main() -> None:
     last_step = int(run.history.step.max())
     scores = saved_scores(run) or final_scores(run).to_dict("records")
     # The headline figures are the book's final model and decoding: averaged weights, and for a
-    # word vocabulary <unk> copied from the source (chapter 5, section 8), the last of the rows.
+    # word vocabulary <unk> copied from the source (chapter 6, section 4), the last of the rows.
     by = {(row["split"], row["decoding"]): row for row in scores if row["weights"] != "last"}
     bare = {row["split"]: row["BLEU"] for row in scores if row["weights"] == "last"}
     train_pairs = run.corpus.ids["train"][: config.train_pairs]
     plan = token_batches(train_pairs, config.max_tokens, config.seed)
     test_greedy, test_beam = (
         by[("test_2016_flickr", "greedy")],
-        by[("test_2016_flickr", f"beam {config.beam}")],
+        by[("test_2016_flickr", f"beam {config.decoding.beam}")],
     )
     record = {
-        "benchmark": "Multi30k de-en (chapter 5)",
+        "benchmark": "Multi30k de-en (chapter 7)",
         "profile": profile,
         "machine": machine(),
         "config": dataclasses.asdict(config),
@@ -267,7 +259,7 @@ def main() -> None:
         "test2016_chrf_greedy": test_greedy["chrF"],
         "test2016_chrf_beam": test_beam["chrF"],
         "val_bleu_greedy": by[("val", "greedy")]["BLEU"],
-        "val_bleu_beam": by[("val", f"beam {config.beam}")]["BLEU"],
+        "val_bleu_beam": by[("val", f"beam {config.decoding.beam}")]["BLEU"],
         "test2016_bleu_greedy_last_weights_no_copy": bare["test_2016_flickr"],
         "val_bleu_greedy_last_weights_no_copy": bare["val"],
         "sacrebleu_signature": test_greedy["BLEU signature"],

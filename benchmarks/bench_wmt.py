@@ -1,4 +1,4 @@
-"""WMT14 En-De (chapter 6): the sample run's BLEU, its step size, the paper's model sizes, DDP.
+"""WMT14 En-De (chapter 8): the sample run's BLEU, its step size, the paper's model sizes, DDP.
 
     python benchmarks/bench_wmt.py [--profile sample|smoke]
 
@@ -26,8 +26,8 @@ import torch
 from common import machine, write_results
 
 from annotated.ch02_model import count_parameters, make_model
-from annotated.ch05_multi30k import RUNS_DIR, saved_scores
-from annotated.ch06_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
+from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
+from annotated.runs import RUNS_DIR, saved_scores
 
 
 def paper_parameters(name: str, vocab: int = 37000) -> int:
@@ -45,13 +45,13 @@ def main() -> None:
     rows = saved_scores(run) or wmt_scores(run).to_dict("records")
     final = "last" if run.averaged is None else f"average of last {config.average_last}"
     by = {(row["split"], row["decoding"]): row for row in rows if row["weights"] == final}
-    beam, greedy = by[("test", f"beam {config.beam}")], by[("test", "greedy")]
+    beam, greedy = by[("test", f"beam {config.decoding.beam}")], by[("test", "greedy")]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
         ddp = ddp_check(scratch)
     ddp_seconds = time.perf_counter() - started
     record = {
-        "benchmark": "WMT14 en-de sample (chapter 6)",
+        "benchmark": "WMT14 en-de sample (chapter 8)",
         "profile": profile,
         "machine": machine(),
         "config": dataclasses.asdict(config),
@@ -70,7 +70,7 @@ def main() -> None:
         "newstest2014_bleu_last_weights_greedy": next(
             r["BLEU"] for r in rows if r["split"] == "test" and r["weights"] == "last"
         ),
-        "newstest2013_bleu": by[("val", f"beam {config.beam}")]["BLEU"],
+        "newstest2013_bleu": by[("val", f"beam {config.decoding.beam}")]["BLEU"],
         "sacrebleu_signature": beam["BLEU signature"],
         "val_bleu_by_minute": run.evals[["train minutes", "val BLEU"]].values.tolist(),
         "params_base": paper_parameters("base"),

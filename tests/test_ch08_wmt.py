@@ -1,6 +1,6 @@
-"""Chapter 6: plain text from the Moses-tokenized sample, the shared subword vocabulary, the
-paper's configurations, shared weights, step sizes, the data-parallel check, tokenized BLEU, and
-a small real run on the WMT14 sample."""
+"""Chapter 8: plain text from the Moses-tokenized sample, the shared subword vocabulary, the
+paper's configurations, shared weights, step sizes, the data-parallel check, and a small real run
+on the WMT14 sample."""
 
 import dataclasses
 import re
@@ -12,33 +12,25 @@ import pytest
 import torch
 
 from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
-from annotated.ch03_training import SpecialTokens, label_smoothing_loss, make_optimizer
-from annotated.ch05_multi30k import (
-    SubwordTranslator,
-    Translator,
-    average_snapshots,
-    make_batch,
-    step_shard,
-)
-from annotated.ch06_wmt import (
+from annotated.ch03_training import label_smoothing_loss, make_optimizer
+from annotated.ch05_text import SPECIALS, Subwords, Vocab, make_batch, step_shard
+from annotated.ch06_decoding import DecodeConfig, Translator
+from annotated.ch08_wmt import (
     WMT_PROFILES,
     WMTConfig,
     ddp_check,
     load_wmt_corpus,
-    paper_tokens,
     plain_text,
     step_plan,
-    tokenized_bleu,
     train_wmt,
     wmt_profile,
     wmt_scores,
 )
 from annotated.datasets import DATA_DIR_ENV, WMT14_TOY_PAIRS, available_offline
+from annotated.runs import average_snapshots
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBWORD_SPECIALS = SpecialTokens(
-    pad=1, bos=2, eos=3
-)  # what Subwords gives (tests/test_ch05 checks it)
+SUBWORD_SPECIALS = Vocab(SPECIALS, {}).specials  # what Subwords gives too (tests/test_ch05_text)
 
 
 needs_data = pytest.mark.skipif(
@@ -59,19 +51,6 @@ def test_plain_text_undoes_moses_escapes_and_spacing():
     assert plain_text(["Es geht nicht an , dass ..."], "de") == ["Es geht nicht an, dass..."]
 
 
-def test_paper_tokens_split_compounds_and_tokenized_bleu_is_its_own_number():
-    assert paper_tokens(["Das Rotwein-Glas ist voll."]) == [
-        "Das Rotwein ##AT##-##AT## Glas ist voll ."
-    ]
-    same = ["Das Rotwein-Glas ist voll und schön."]
-    assert tokenized_bleu(same, same) == {"tokenized BLEU": 100.0}
-    hyp, ref = ["Ein Hund läuft durch den Park."], ["Ein Hund rennt durch den Park."]
-    assert 0 < tokenized_bleu(hyp, ref)["tokenized BLEU"] < 100
-
-
-# ---------------------------------------------------------------- configurations
-
-
 def test_base_and_big_profiles_are_the_papers_models_and_recipe():
     base, big = WMT_PROFILES["base"], WMT_PROFILES["big"]
     assert (base.N, base.d_model, base.d_ff, base.h, base.p_drop) == (6, 512, 2048, 8, 0.1)
@@ -81,7 +60,7 @@ def test_base_and_big_profiles_are_the_papers_models_and_recipe():
     train = base.train_config(steps_per_epoch=5000)
     assert (train.warmup, train.lr_factor, train.eps_ls, train.cooldown) == (4000, 1.0, 0.1, 0)
     assert (train.beta1, train.beta2, train.adam_eps, train.max_steps) == (0.9, 0.98, 1e-9, 100_000)
-    assert (base.beam, base.length_penalty, base.extra_length) == (4, 0.6, 50)
+    assert base.decoding == DecodeConfig(beam=4, alpha=0.6, extra_length=50)
     assert (base.vocab_size, base.tokens_per_step, base.norm_first) == (37000, 25000, False)
 
 
@@ -229,10 +208,13 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert scores["BLEU signature"][0].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "tokenized BLEU" in scores.columns
     translator = Translator.load(tmp_path / "run" / "averaged.pt")
-    assert isinstance(translator, SubwordTranslator), "subwords.json in the folder decides"
-    # The checkpoint carries the run's decoding (the paper's alpha 0.6, not chapter 5's 2.5), so
+    assert isinstance(translator.src_vocab, Subwords), "subwords.json in the folder decides"
+    assert translator.tgt_vocab is translator.src_vocab
+    # The checkpoint carries the run's decoding (the paper's alpha 0.6, not chapter 7's 2.5), so
     # `python -m annotated.translate` uses it for a WMT model without being told.
-    assert translator.decoding == {"beam": config.beam, "alpha": 0.6}
+    assert (
+        translator.decoding == config.decoding == DecodeConfig(beam=config.decoding.beam, alpha=0.6)
+    )
     latest = Translator.load(tmp_path / "run" / "checkpoint.pt")
     assert latest.decoding == translator.decoding
     assert translator.translate(["", "A house.", ""])[0::2] == ["", ""]

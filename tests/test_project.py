@@ -150,6 +150,40 @@ def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
     assert "ch00_preface" not in deps
 
 
+def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
+    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch08_wmt.py")}
+    assert {"ch05_text", "ch06_decoding", "runs"} <= deps
+    assert "ch07_multi30k" not in deps
+
+
+def test_the_digest_follows_code_and_ignores_prose(tmp_path, monkeypatch):
+    package = tmp_path / "annotated"
+    package.mkdir()
+    chapter = '# %% [markdown]\n# # Chapter 1 - One\n# Prose.\n\n# %%\nfrom annotated.helper import f\n\n# %% tags=["active-ipynb"]\n# f()\n'
+    helper = '"""A helper."""\n\n\ndef f():\n    """Say one."""\n    return 1  # a comment\n'
+    (package / "ch01_one.py").write_text(chapter)
+    (package / "helper.py").write_text(helper)
+    monkeypatch.setattr(book, "PACKAGE", package)
+    source = package / "ch01_one.py"
+    first = book.source_digest(source)
+
+    def digest_after(path, text):
+        before = path.read_text()
+        path.write_text(text)
+        try:
+            return book.source_digest(source)
+        finally:
+            path.write_text(before)
+
+    # Prose: the chapter's markdown, the helper's docstrings and comments.
+    assert digest_after(source, chapter.replace("Prose.", "Other prose.")) == first
+    assert digest_after(package / "helper.py", helper.replace("Say one.", "Return 1.")) == first
+    assert digest_after(package / "helper.py", helper.replace("a comment", "another")) == first
+    # Code: the helper's, and the chapter's notebook-only cells too.
+    assert digest_after(package / "helper.py", helper.replace("return 1", "return 2")) != first
+    assert digest_after(source, chapter.replace("# f()", "# f() + 1")) != first
+
+
 def test_importing_chapters_prints_plots_and_writes_nothing(tmp_path):
     names = ", ".join(f"annotated.{c.stem}" for c in CHAPTERS)
     code = (

@@ -15,7 +15,8 @@ import torch
 
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import read_checkpoint
-from annotated.ch05_multi30k import Translator, Vocab, tokenize, vocab_settings
+from annotated.ch05_text import Vocab, tokenize, vocab_settings
+from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.datasets import DATA_DIR_ENV
 from annotated.translate import translate_stream
 
@@ -173,7 +174,7 @@ def test_option_values_that_make_no_sense_are_refused_before_any_work(run_folder
 def test_the_checkpoints_decoding_settings_are_the_default_and_options_override_them(
     run_folder, translator
 ):
-    assert translator.decoding == DECODING
+    assert translator.decoding == DecodeConfig(**DECODING)  # the other settings: their defaults
     lines = "\n".join(GERMAN).encode() + b"\n"
     saved = translate_cli("--checkpoint", str(run_folder), stdin=lines)
     assert saved.returncode == 0 and saved.stderr == b""
@@ -184,7 +185,7 @@ def test_the_checkpoints_decoding_settings_are_the_default_and_options_override_
     assert greedy.stdout.decode().split("\n")[:-1] == translator.translate(GERMAN, 1, 0.0)
 
 
-def test_a_checkpoint_without_decoding_settings_uses_chapter_5s_and_says_so(tmp_path, run_folder):
+def test_a_checkpoint_without_decoding_settings_uses_chapter_7s_and_says_so(tmp_path, run_folder):
     for name in ("vocab.de.json", "vocab.en.json"):
         (tmp_path / name).write_bytes((run_folder / name).read_bytes())
     state = read_checkpoint(run_folder / "averaged.pt")
@@ -192,7 +193,7 @@ def test_a_checkpoint_without_decoding_settings_uses_chapter_5s_and_says_so(tmp_
     torch.save(state, tmp_path / "checkpoint.pt")
     result = translate_cli("--checkpoint", str(tmp_path), stdin=b"Hallo\n")
     assert result.returncode == 0
-    assert b"records no decoding settings; using chapter 5's (beam 4, alpha 2.5)" in result.stderr
+    assert b"records no decoding settings; using chapter 7's (beam 4, alpha 2.5)" in result.stderr
 
 
 # ---------------------------------------------------------------- lines

@@ -8,9 +8,10 @@ into the .py; it only writes notebooks from the .py files:
     python tools/book.py execute --all   # re-execute every notebook
     python tools/book.py status          # say which notebooks are stale, exit 1 if any
 
-A notebook records, in its metadata, a digest of the chapter source it was executed from and of
-every `annotated` module that chapter imports (transitively). "Stale" means that digest no longer
-matches: `jupytext --sync` would decide by file times instead, which a git checkout scrambles.
+A notebook records, in its metadata, a digest of the code it was executed from: the chapter's code
+cells and the code (not the comments, markdown or docstrings) of every `annotated` module the
+chapter imports, transitively. "Stale" means that digest no longer matches: `jupytext --sync`
+would decide by file times instead, which a git checkout scrambles. Prose edits only need `sync`.
 """
 
 from __future__ import annotations
@@ -78,10 +79,39 @@ def dependencies(source: Path) -> list[Path]:
     return [seen[name] for name in sorted(seen)]
 
 
+def code_of(path: Path) -> str:
+    """What a module does, without its prose: its syntax tree with comments and docstrings left out.
+
+    A chapter's markdown cells are comments to Python, so rewording them, or a docstring, changes
+    nothing here, and the chapters that import it are not re-executed for it.
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def notebook_code(source: Path) -> str:
+    """The code cells of a chapter's notebook, the notebook-only ones included."""
+    cells = jupytext.read(source).cells
+    return "\n\0".join(cell.source for cell in cells if cell.cell_type == "code")
+
+
 def source_digest(source: Path) -> str:
+    """A digest of the code a chapter's notebook runs: its code cells, and the code it imports."""
     digest = hashlib.sha256()
+    digest.update(notebook_code(source).encode() + b"\0")
     for path in dependencies(source):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        if path != source:
+            digest.update(path.name.encode() + b"\0" + code_of(path).encode() + b"\0")
     return digest.hexdigest()
 
 

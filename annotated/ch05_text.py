@@ -1,0 +1,781 @@
+# %% [markdown]
+# # Chapter 5 — From text to batches
+#
+# *Paper: section 5.1 (training data and batching).*
+#
+# Chapters 1–4 built the Transformer and trained it on sequences of made-up symbols. To translate,
+# it needs real sentences turned into what it reads: lists of integer ids, packed into batches.
+# This chapter builds that path once, and the two translation chapters (7 for Multi30k, 8 for WMT)
+# both take it:
+#
+# 1. read a parallel corpus, checked against its published checksums (`annotated/datasets.py`);
+# 2. cut each sentence into **tokens**, either words or subwords, and glue tokens back into text;
+# 3. learn a **vocabulary** from the training split only, and save it with the settings that
+#    built it, since a model is useless without the exact vocabulary it was trained with;
+# 4. group sentences of similar length into **batches of a fixed token budget**, and measure the
+#    padding that saves.
+#
+# The corpus in the examples is **Multi30k** (Elliott et al., 2016): about 31,000 short English
+# descriptions of Flickr photos, each translated into German by a professional translator. The
+# book translates German into English with it, in an hour on a laptop CPU (chapter 7).
+#
+# This is the job torchtext used to do (datasets, vocabularies, padding, bucketing); it has been
+# retired and no longer imports with current PyTorch, so the book writes its own small version.
+
+# %%
+from __future__ import annotations
+
+import functools
+import io
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import sentencepiece as spm
+import spacy
+
+from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
+from annotated.datasets import read_multi30k
+from annotated.files import atomic_write
+
+# %% [markdown]
+# ## 1. The data
+#
+# `read_multi30k(split)` returns the (German, English) pairs of one split. It takes the gzip files
+# from a local folder if you name one (the `ANNOTATED_DATA_DIR` variable, or the `mirror`
+# argument), else from the cache in `data/multi30k/`, else downloads them from the official
+# `multi30k/dataset` repository, and in every case checks their SHA-256 before use. We train on
+# `train`, watch `val` during training, and report the final score on `test_2016_flickr`, which
+# nothing in training ever touches. (Chapter 8's WMT data comes through the same module.)
+
+# %% tags=["active-ipynb"]
+# splits = {name: read_multi30k(name) for name in ("train", "val", "test_2016_flickr")}
+# pd.DataFrame(
+#     [{"split": name, "sentence pairs": len(pairs)} for name, pairs in splits.items()]
+# ).set_index("split")
+
+# %% tags=["active-ipynb"]
+# pd.DataFrame(splits["train"][:4], columns=["German (source)", "English (target)"])
+
+# %% [markdown]
+# ## 2. Words
+#
+# The model reads and writes integer ids, so each sentence becomes a list of **tokens**, and each
+# token an id. We split words with spaCy's rule-based tokenizers for German and English
+# (`spacy.blank`, which needs no downloaded model): they split off punctuation and clitics
+# ("man's" → "man", "'s") and keep everything else as written, capital letters included. The
+# paper used subword units instead (byte-pair encoding, section 5.1), which section 4 builds. We
+# start with words because they are the simplest thing that works, and their one weakness (words
+# never seen in training) is instructive. Chapter 7 trains on words, and the lab notebook (the
+# appendix) tells how the two compared over an hour of training.
+
+
+# %%
+@functools.cache
+def _spacy(language: str) -> spacy.language.Language:
+    return spacy.blank(language)
+
+
+def tokenize(sentences: Sequence[str], language: str) -> list[list[str]]:
+    """Split each sentence into spaCy tokens (dropping runs of whitespace)."""
+    tokenizer = _spacy(language).tokenizer
+    return [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(sentences)]
+
+
+# %% tags=["active-ipynb"]
+# tokenize(["Ein Mann in einem blauen T-Shirt schläft."], "de") + tokenize(
+#     ["A man's dog isn't \"small\"."], "en"
+# )
+
+# %% [markdown]
+# The other direction, **detokenization**, matters for scoring. sacreBLEU compares *text*, and it
+# applies its own standard tokenization to both the output and the reference; if we scored our
+# token lists joined by spaces, "t - shirt" would not match the reference's "t-shirt", and the score
+# would be lower than the translation deserves. So the output is glued back into ordinary text
+# first: no space before punctuation or clitics, hyphens joined to their words, quotes attached
+# to what they enclose. The check below measures how often `detokenize(tokenize(s)) == s` on the
+# validation references.
+
+
+# %%
+_NO_SPACE_BEFORE = re.compile(r" ([.,!?;:%)\]}]|'s|'re|'ve|'m|'ll|'d|n't|')(?=\s|$)", re.IGNORECASE)
+_NO_SPACE_AFTER = re.compile(r"([(\[{$]) ")
+_HYPHEN = re.compile(r"(?<=\S) - (?=\S)")
+
+
+def detokenize(tokens: Sequence[str]) -> str:
+    """English tokens -> text as a person would write it (the inverse of `tokenize`, mostly)."""
+    text = " ".join(tokens)
+    text = _HYPHEN.sub("-", text)
+    text = _NO_SPACE_AFTER.sub(r"\1", text)
+    text = _NO_SPACE_BEFORE.sub(r"\1", text)
+    # Straight double quotes alternate between opening (attach right) and closing (attach left).
+    pieces = text.split(' " ')
+    if len(pieces) > 1:
+        rebuilt, opening = pieces[0], True
+        for piece in pieces[1:]:
+            rebuilt += (' "' if opening else '" ') + piece
+            opening = not opening
+        text = rebuilt
+    return text
+
+
+# %% tags=["active-ipynb"]
+# references = [english for _, english in splits["val"]]
+# round_trip = [detokenize(tokens) == text for tokens, text in zip(tokenize(references, "en"), references)]
+# print(f"detokenize(tokenize(s)) == s for {sum(round_trip)} of {len(round_trip)} validation references")
+
+# %% [markdown]
+# ## 3. Word vocabularies and their unknown words
+#
+# A **vocabulary** maps tokens to ids. It is built from the training split only: a vocabulary
+# that peeked at the test set (as the original Annotated Transformer's did) quietly gives the model
+# a list of the test's words. Words seen fewer than `min_freq` times in training become `<unk>`;
+# with `min_freq = 2`, a word seen once is treated as unknown, which also teaches the model what
+# to do with unknown words, since it meets `<unk>` in training. The special tokens come first and
+# their ids come from the vocabulary object, never from constants scattered in the code.
+#
+# A vocabulary is part of a trained model as much as its weights: the same id must mean the same
+# word in training and in translation. So it is saved next to the checkpoint with the settings
+# that built it (language, `min_freq`, the training data), and loading refuses a file built
+# differently.
+#
+# Both kinds of vocabulary in this chapter, words here and subwords below, offer the same small
+# interface, `Vocabulary`: `split` cuts texts into tokens, `encode` and `decode` map tokens to ids
+# and back, `join` glues tokens into text, and `encode_texts` and `decode_texts` do the whole
+# trip. Chapter 6's translator is written against that interface only, so one translator serves
+# both. `can_copy_unknowns` says whether the vocabulary has an `<unk>` worth replacing (chapter 6).
+
+
+# %%
+SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
+
+
+def read_vocabulary_file(path: str | Path, content: str) -> dict:
+    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not {"settings", content} <= set(data):
+            raise ValueError(f"it has no {content!r} and 'settings'")
+    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{path} is not a vocabulary file of this book ({error}); delete it, and the next "
+            "training run rebuilds it from the training data"
+        ) from None
+    return data
+
+
+class Vocabulary:
+    """What every vocabulary offers: text <-> tokens <-> ids, its specials, how it was built."""
+
+    settings: dict
+    can_copy_unknowns: bool  # can it write <unk>, so that copying a source word may help?
+
+    def split(self, texts: Sequence[str]) -> list[list[str]]:
+        """The tokens of each text."""
+        raise NotImplementedError
+
+    def join(self, tokens: Sequence[str]) -> str:
+        """Tokens -> text (the inverse of split, as far as the vocabulary allows)."""
+        raise NotImplementedError
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        raise NotImplementedError
+
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids of each text."""
+        return [self.encode(tokens) for tokens in self.split(texts)]
+
+    def decode_texts(self, ids: Sequence[Sequence[int]]) -> list[str]:
+        """The text of each id list."""
+        return [self.join(self.decode(row)) for row in ids]
+
+    def labels(self, ids: Sequence[int]) -> list[str]:
+        """The token of each id, for display."""
+        return self.decode(ids)
+
+
+@dataclass(frozen=True, eq=True)
+class Vocab(Vocabulary):
+    """Words <-> ids for one language (spaCy tokens); `settings` records how it was built."""
+
+    tokens: tuple[str, ...]
+    settings: dict
+    can_copy_unknowns = True
+
+    def __post_init__(self) -> None:
+        if self.tokens[: len(SPECIALS)] != SPECIALS:
+            raise ValueError(f"a vocabulary must start with the specials {SPECIALS}")
+        object.__setattr__(self, "_ids", {token: i for i, token in enumerate(self.tokens)})
+
+    @classmethod
+    def build(cls, sentences: Sequence[Sequence[str]], min_freq: int, **settings) -> Vocab:
+        """The specials, then every token seen at least min_freq times (most frequent first)."""
+        if min_freq < 1:
+            raise ValueError(f"min_freq must be at least 1, got {min_freq}")
+        counts = Counter(token for sentence in sentences for token in sentence)
+        # Most frequent first, ties alphabetical: the same data always gives the same ids.
+        kept = sorted(
+            (t for t, n in counts.items() if n >= min_freq), key=lambda t: (-counts[t], t)
+        )
+        return cls(
+            SPECIALS + tuple(t for t in kept if t not in SPECIALS),
+            {"min_freq": min_freq, **settings},
+        )
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def unk(self) -> int:
+        return self._ids["<unk>"]
+
+    @property
+    def specials(self) -> SpecialTokens:
+        return SpecialTokens(pad=self._ids["<pad>"], bos=self._ids["<s>"], eos=self._ids["</s>"])
+
+    def split(self, texts: Sequence[str]) -> list[list[str]]:
+        """spaCy's tokens of each text, in the vocabulary's language."""
+        if "language" not in self.settings:
+            raise ValueError(
+                "this vocabulary was built without a language, so it cannot split text: "
+                "build it with language='de' or 'en' (Vocab.build(..., language=...))"
+            )
+        return tokenize(texts, self.settings["language"])
+
+    def join(self, tokens: Sequence[str]) -> str:
+        """Detokenized text (English rules; a German output would keep a few extra spaces)."""
+        return detokenize(tokens)
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        """Tokens -> ids, unknown tokens -> <unk>."""
+        return [self._ids.get(token, self.unk) for token in tokens]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        """Ids -> tokens."""
+        return [self.tokens[i] for i in ids]
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokens and settings as JSON, atomically."""
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            json.dump(
+                {"settings": self.settings, "tokens": list(self.tokens)}, handle, ensure_ascii=False
+            )
+
+    @classmethod
+    def load(cls, path: str | Path, expected_settings: dict | None = None) -> Vocab:
+        """Read a saved vocabulary, refusing one built with other settings than expected."""
+        data = read_vocabulary_file(path, "tokens")
+        if expected_settings is not None and data["settings"] != expected_settings:
+            differing = sorted(
+                key
+                for key in set(data["settings"]) | set(expected_settings)
+                if data["settings"].get(key) != expected_settings.get(key)
+            )
+            raise ValueError(
+                f"{path} was built with other settings ({', '.join(differing)}: saved "
+                f"{[data['settings'].get(k) for k in differing]}, wanted "
+                f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
+                "the configuration that built it."
+            )
+        return cls(tuple(data["tokens"]), data["settings"])
+
+
+# %% [markdown]
+# ## 4. Subwords: a vocabulary with no unknown words
+#
+# A word vocabulary has a blind spot, and Multi30k's test set finds it: names, numbers, rare
+# nouns and above all German compounds ("Fußballtrikot", "Holzbank") that the training split has
+# seen once or never. With `min_freq = 2` about a third of the German test sentences contain a word
+# the encoder can only read as `<unk>`, and about one English reference in five contains a word
+# the decoder cannot write at all (section 5 counts them).
+#
+# The paper's remedy (section 5.1) is **byte-pair encoding** (Sennrich et al., 2016). Start
+# from single characters; find the pair of neighbouring symbols that occurs most often in the
+# training text and make it a new symbol; repeat until the vocabulary has the size you asked for.
+# A frequent word ends up as one symbol, while a rare one is spelled with a few frequent pieces
+# ("Fußballtrikot" might become "Fuß", "ball", "tri", "kot"), so no word is ever unknown, and the
+# pieces of a compound carry meaning the model has already learned.
+#
+# The vocabulary is **shared** by the two languages: it is learned from the German and the English
+# training sentences together. They use one alphabet, and names, numbers and many loanwords are
+# written alike on both sides, so one vocabulary lets the model copy such words symbol by symbol,
+# and lets the source embedding, the target embedding and the output layer be one matrix (section
+# 3.4, chapter 2's `share_embeddings=True`).
+#
+# `Subwords` learns it with the `sentencepiece` library (Kudo and Richardson, 2018) in BPE mode.
+# It reads raw text, not spaCy's tokens, and marks where each word starts with `▁`, so decoding
+# is exact: join the pieces, turn `▁` back into spaces, and the text is back, with no detokenizer
+# to get wrong. Its Unicode normalization is switched off (it would rewrite "…" as "..."), so the
+# model learns to write what the references contain. With `byte_fallback`, a character that never
+# made it into the vocabulary is spelled as its UTF-8 bytes rather than `<unk>`. The specials get
+# `Vocab`'s ids, and like a `Vocab`, a `Subwords` is saved with the settings that built it and
+# refused when they differ. Chapter 7 can train on them (`vocab_size=8000`); chapter 8 uses the
+# same class on WMT, where a word vocabulary is not an option.
+
+
+# %%
+class Subwords(Vocabulary):
+    """A shared sentencepiece BPE vocabulary, with the settings that built it."""
+
+    can_copy_unknowns = False  # with byte fallback it never writes <unk>
+
+    def __init__(self, model: bytes, settings: dict) -> None:
+        self.model, self.settings = model, settings
+        self.processor = spm.SentencePieceProcessor(model_proto=model)
+        self.specials = SpecialTokens(
+            pad=self.processor.pad_id(), bos=self.processor.bos_id(), eos=self.processor.eos_id()
+        )
+
+    @classmethod
+    def build(cls, texts: Sequence[str], vocab_size: int, **settings) -> Subwords:
+        """Learn a BPE vocabulary of `vocab_size` symbols from `texts` (both languages)."""
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(texts),
+            model_writer=model,
+            model_type="bpe",
+            vocab_size=vocab_size,
+            character_coverage=0.9999,
+            byte_fallback=True,
+            normalization_rule_name="identity",  # keep the text as written: exact round trips
+            unk_id=SPECIALS.index("<unk>"),
+            pad_id=SPECIALS.index("<pad>"),
+            bos_id=SPECIALS.index("<s>"),
+            eos_id=SPECIALS.index("</s>"),
+            input_sentence_size=2_000_000,  # a random sample of the full data is plenty
+            shuffle_input_sentence=True,
+            num_threads=1,  # one thread: the same vocabulary on every machine
+            minloglevel=2,
+        )
+        return cls(model.getvalue(), {"vocab_size": vocab_size, **settings})
+
+    def __len__(self) -> int:
+        return self.processor.get_piece_size()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Subwords) and (self.model, self.settings) == (
+            other.model,
+            other.settings,
+        )
+
+    @property
+    def unk(self) -> int:
+        return self.processor.unk_id()
+
+    def split(self, texts: Sequence[str]) -> list[list[str]]:
+        """The pieces of each text (`▁` marks where a word starts)."""
+        return self.processor.encode(list(texts), out_type=str)
+
+    def join(self, tokens: Sequence[str]) -> str:
+        """Pieces -> text, exactly (byte pieces are put back together into their characters)."""
+        return self.processor.decode_pieces(list(tokens))
+
+    def encode(self, tokens: Sequence[str]) -> list[int]:
+        return [self.processor.piece_to_id(piece) for piece in tokens]
+
+    def decode(self, ids: Sequence[int]) -> list[str]:
+        return [self.processor.id_to_piece(i) for i in ids]
+
+    def encode_texts(self, texts: Sequence[str]) -> list[list[int]]:
+        return self.processor.encode(list(texts))  # the same ids, in one call
+
+    def decode_texts(self, ids: Sequence[Sequence[int]]) -> list[str]:
+        return self.processor.decode([list(row) for row in ids])
+
+    def save(self, path: str | Path) -> None:
+        """Write the model and its settings, atomically, as one JSON file."""
+        data = {"settings": self.settings, "model": self.model.hex()}
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+
+    @classmethod
+    def load(cls, path: str | Path, expected_settings: dict | None = None) -> Subwords:
+        """Read a saved vocabulary, refusing one built with other settings than expected."""
+        data = read_vocabulary_file(path, "model")
+        if expected_settings is not None and data["settings"] != expected_settings:
+            raise ValueError(
+                f"{path} was built with {data['settings']}, not {expected_settings}. Delete it "
+                "to rebuild it, or use the configuration that built it."
+            )
+        return cls(bytes.fromhex(data["model"]), data["settings"])
+
+
+# %% [markdown]
+# ## 5. The corpus, encoded
+#
+# `load_multi30k` reads the splits and encodes them with one of the two kinds of vocabulary: a word
+# `Vocab` per language (the default, `vocab_size=None`), or one shared `Subwords` of `vocab_size`
+# symbols. Either way the vocabulary is learned from the full training split, and it is loaded
+# instead of rebuilt when a run folder already holds one (chapter 7's smoke profile trains on a
+# subset, but its vocabulary is the real one). Sources end with `</s>`, so the encoder sees where
+# the sentence stops. A `Corpus` holds the result: the raw text of each split, its ids, and the
+# vocabularies; chapter 8 builds one for WMT with `subword_corpus`.
+
+
+# %%
+@dataclass
+class Corpus:
+    """Encoded splits of a parallel corpus and their vocabularies (chapter 8 uses it for WMT)."""
+
+    src_vocab: Vocabulary
+    tgt_vocab: Vocabulary  # the same object as src_vocab when it is a shared Subwords
+    raw: dict[str, list[tuple[str, str]]]  # split -> (source, target) text pairs
+    ids: dict[str, list[tuple[list[int], list[int]]]]  # split -> (source ids, target ids)
+
+
+MULTI30K_SUBWORDS = {"data": "multi30k train, German and English", "model": "bpe"}
+
+
+def vocab_settings(language: str, min_freq: int) -> dict:
+    return {
+        "language": language,
+        "min_freq": min_freq,
+        "built from": "multi30k train (29000 pairs)",
+    }
+
+
+def load_multi30k(
+    vocab_size: int | None = None,
+    min_freq: int = 2,
+    vocab_dir: str | Path | None = None,
+    splits: Sequence[str] = ("train", "val", "test_2016_flickr"),
+) -> Corpus:
+    """Read and encode Multi30k's splits with word vocabularies (or `vocab_size` shared subwords).
+
+    The vocabulary is built from the train split, or loaded from `vocab_dir` when saved there.
+    """
+    raw = {split: read_multi30k(split) for split in splits}
+    if vocab_size is None:
+        return word_corpus(raw, min_freq, vocab_dir)
+    path = None if vocab_dir is None else Path(vocab_dir) / "subwords.json"
+    return subword_corpus(raw, vocab_size, MULTI30K_SUBWORDS, path)
+
+
+def subword_corpus(
+    raw: dict[str, list[tuple[str, str]]], vocab_size: int, settings: dict, path: Path | None
+) -> Corpus:
+    """One Subwords for both sides, learned from raw["train"] (or loaded from path), and the ids."""
+    if path is not None and path.exists():
+        subwords = Subwords.load(path, {"vocab_size": vocab_size, **settings})
+    elif "train" not in raw:
+        raise ValueError("building a vocabulary needs the train split")
+    else:
+        subwords = Subwords.build(
+            [text for pair in raw["train"] for text in pair], vocab_size, **settings
+        )
+    eos = subwords.specials.eos
+    ids = {
+        split: [
+            (source + [eos], target)
+            for source, target in zip(
+                subwords.encode_texts([s for s, _ in pairs]),
+                subwords.encode_texts([t for _, t in pairs]),
+                strict=True,
+            )
+        ]
+        for split, pairs in raw.items()
+    }
+    return Corpus(subwords, subwords, raw, ids)
+
+
+def word_corpus(
+    raw: dict[str, list[tuple[str, str]]], min_freq: int, vocab_dir: str | Path | None
+) -> Corpus:
+    """spaCy tokens and a Vocab per language (built from raw["train"] or loaded), and the ids."""
+    tokens = {
+        split: (tokenize([de for de, _ in pairs], "de"), tokenize([en for _, en in pairs], "en"))
+        for split, pairs in raw.items()
+    }
+    vocabs = []
+    for index, language in enumerate(("de", "en")):
+        settings = vocab_settings(language, min_freq)
+        path = None if vocab_dir is None else Path(vocab_dir) / f"vocab.{language}.json"
+        if path is not None and path.exists():
+            vocabs.append(Vocab.load(path, settings))
+            continue
+        if "train" not in tokens:
+            raise ValueError("building a vocabulary needs the train split")
+        vocabs.append(
+            Vocab.build(
+                tokens["train"][index],
+                min_freq,
+                **{k: v for k, v in settings.items() if k != "min_freq"},
+            )
+        )
+    src_vocab, tgt_vocab = vocabs
+    ids = {
+        split: [
+            (src_vocab.encode(s) + [src_vocab.specials.eos], tgt_vocab.encode(t))
+            for s, t in zip(*pair_tokens, strict=True)
+        ]
+        for split, pair_tokens in tokens.items()
+    }
+    return Corpus(src_vocab, tgt_vocab, raw, ids)
+
+
+def save_vocabularies(corpus: Corpus, folder: Path) -> None:
+    """Save the corpus's vocabularies in a run folder, or check that the ones there are the same."""
+    if isinstance(corpus.src_vocab, Subwords):
+        wanted = {"subwords.json": corpus.src_vocab}
+        others = ["vocab.de.json", "vocab.en.json"]
+    else:
+        wanted = {"vocab.de.json": corpus.src_vocab, "vocab.en.json": corpus.tgt_vocab}
+        others = ["subwords.json"]
+    if any((folder / name).exists() for name in others):
+        raise ValueError(
+            f"{folder} holds a run with another kind of vocabulary ({', '.join(others)}): "
+            "use another folder, or delete that run to start over"
+        )
+    for name, vocab in wanted.items():
+        path = folder / name
+        if not path.exists():
+            vocab.save(path)
+        elif type(vocab).load(path, vocab.settings) != vocab:
+            raise ValueError(
+                f"{path} differs from the vocabulary of the corpus given: use another folder, "
+                "or delete the run to start over"
+            )
+
+
+def vocab_table(corpus: Corpus) -> pd.DataFrame:
+    """Vocabulary sizes and how often each split's tokens are unknown."""
+    rows = []
+    for index, (language, vocab) in enumerate(
+        (("German", corpus.src_vocab), ("English", corpus.tgt_vocab))
+    ):
+        row = {"language": language, "vocabulary": len(vocab)}
+        for split, pairs in corpus.ids.items():
+            ids = [i for pair in pairs for i in pair[index] if i != vocab.specials.eos]
+            row[f"<unk> in {split}"] = f"{100 * sum(i == vocab.unk for i in ids) / len(ids):.2f}%"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("language")
+
+
+# %% tags=["active-ipynb"]
+# corpus = load_multi30k()  # words, min_freq 2
+# subwords = load_multi30k(vocab_size=8000)  # 8,000 shared subwords, to compare
+# pd.concat({"words": vocab_table(corpus), "subwords": vocab_table(subwords)})
+
+# %% [markdown]
+# The word vocabularies lose only a few percent of the tokens, but the losses are not spread
+# evenly: they fall on the rare words that carry a sentence's specific meaning, and many
+# sentences have one. Counted by sentence on the test set:
+
+# %% tags=["active-ipynb"]
+# for index, side in enumerate(("German sources", "English references")):
+#     vocab, pairs = (corpus.src_vocab, corpus.tgt_vocab)[index], corpus.ids["test_2016_flickr"]
+#     hit = sum(vocab.unk in pair[index] for pair in pairs)
+#     print(f"{side} with a word outside the vocabulary: {hit} of {len(pairs)} ({100 * hit / len(pairs):.0f}%)")
+
+# %% [markdown]
+# The first such test sentence, as each vocabulary encodes it:
+
+# %% tags=["active-ipynb"]
+# first = next(i for i, (s, _) in enumerate(corpus.ids["test_2016_flickr"]) if corpus.src_vocab.unk in s)
+# print("words:   ", " ".join(corpus.src_vocab.labels(corpus.ids["test_2016_flickr"][first][0])))
+# print("subwords:", " ".join(subwords.src_vocab.labels(subwords.ids["test_2016_flickr"][first][0])))
+
+# %% [markdown]
+# Targets get `<s>` and `</s>` when batched. One training pair as the model sees it:
+
+# %% tags=["active-ipynb"]
+# source_ids, target_ids = corpus.ids["train"][0]
+# pd.DataFrame(
+#     {
+#         "German tokens": [" ".join(corpus.src_vocab.labels(source_ids))],
+#         "source ids": [source_ids],
+#         "English tokens": [" ".join(corpus.tgt_vocab.labels(target_ids))],
+#         "target ids": [target_ids],
+#     }
+# ).T
+
+
+# %% [markdown]
+# ## 6. Batches by token count (section 5.1)
+#
+# The paper groups sentence pairs "by approximate sequence length" so that each batch holds about
+# 25,000 source and 25,000 target tokens. Two ideas are packed in there. A batch is measured in
+# **tokens**, not sentences, because the cost of a step and the amount of signal in it both grow
+# with tokens. And sentences of **similar length** go together, because a batch is a rectangle:
+# every sentence is padded to the longest one, and the padding is computed and thrown away.
+#
+# `token_batches` sorts all pairs by length (target, then source, with ties broken at random)
+# and cuts the sorted list into consecutive batches whose padded size stays within `max_tokens`
+# on both sides.
+
+
+# %%
+def token_batches(
+    pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int = 0
+) -> list[list[int]]:
+    """Indices of `pairs`, grouped by length into batches of at most max_tokens padded tokens a side."""
+    rng = random.Random(seed)
+    jitter = [rng.random() for _ in pairs]
+    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0]), jitter[i]))
+    batches, current, longest_src, longest_tgt = [], [], 0, 0
+    for i in order:
+        src_len, tgt_len = (
+            len(pairs[i][0]),
+            len(pairs[i][1]) + 1,
+        )  # +1: <s> or </s> around the target
+        if max(src_len, tgt_len) > max_tokens:
+            raise ValueError(f"pair {i} is longer than max_tokens={max_tokens}: raise the budget")
+        grow_src, grow_tgt = max(longest_src, src_len), max(longest_tgt, tgt_len)
+        if current and (len(current) + 1) * max(grow_src, grow_tgt) > max_tokens:
+            batches.append(current)
+            current, grow_src, grow_tgt = [], src_len, tgt_len
+        current.append(i)
+        longest_src, longest_tgt = grow_src, grow_tgt
+    if current:
+        batches.append(current)
+    return batches
+
+
+def make_batch(pairs: Sequence[tuple[list[int], list[int]]], specials: SpecialTokens) -> Batch:
+    """Chapter 3's Batch from (source ids, target ids) pairs: pad, and wrap targets in <s> ... </s>."""
+    src = pad_sequences([s for s, _ in pairs], specials.pad)
+    tgt = pad_sequences([[specials.bos, *t, specials.eos] for _, t in pairs], specials.pad)
+    return Batch.build(src, tgt, specials.pad)
+
+
+def padding_fraction(
+    pairs: Sequence[tuple[list[int], list[int]]], batches: Sequence[Sequence[int]]
+) -> float:
+    """Share of the source and target slots in the batches that are padding."""
+    slots = real = 0
+    for batch in batches:
+        src = [len(pairs[i][0]) for i in batch]
+        tgt = [len(pairs[i][1]) + 1 for i in batch]
+        slots += len(batch) * (max(src) + max(tgt))
+        real += sum(src) + sum(tgt)
+    return 1 - real / slots
+
+
+def batching_table(pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> pd.DataFrame:
+    """Padding wasted by three ways of batching the same pairs."""
+    ours = token_batches(pairs, max_tokens)
+    size = round(len(pairs) / len(ours))  # the same number of sentences per batch, on average
+    shuffled = list(range(len(pairs)))
+    random.Random(0).shuffle(shuffled)
+    random_batches = [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
+    real = sum(len(s) + len(t) + 1 for s, t in pairs)
+    rows = [
+        ("sorted by length, token budget (ours)", padding_fraction(pairs, ours)),
+        (f"random order, {size} sentences a batch", padding_fraction(pairs, random_batches)),
+        ("every sentence padded to 72 tokens", 1 - real / (len(pairs) * 2 * 72)),
+    ]
+    return pd.DataFrame(
+        [
+            {"batching": name, "padding (% of slots)": round(100 * fraction, 1)}
+            for name, fraction in rows
+        ]
+    ).set_index("batching")
+
+
+# %% tags=["active-ipynb"]
+# batching_table(corpus.ids["train"], max_tokens=3000)  # chapter 7's budget
+
+# %% [markdown]
+# Sorting wastes almost nothing; random batches waste a good part of every step; padding every
+# sentence to a fixed 72 tokens, as the original Annotated Transformer did, spends most of the
+# computer's time on padding. The batches themselves:
+
+# %% tags=["active-ipynb"]
+# plan = token_batches(corpus.ids["train"], max_tokens=3000)
+# sizes = pd.DataFrame(
+#     {
+#         "sentences": [len(b) for b in plan],
+#         "padded target tokens": [
+#             len(b) * max(len(corpus.ids["train"][i][1]) + 1 for i in b) for b in plan
+#         ],
+#     }
+# )
+# sizes.describe().loc[["count", "mean", "min", "max"]].round(1)
+
+
+# %% [markdown]
+# ## 7. Which batches each step trains on
+#
+# The batches are cut once and fixed for the whole run. Each epoch visits them in a new random
+# order, drawn from the seed and the epoch number alone, and a step takes the next `per_step` of
+# them (several when gradients are accumulated, chapter 3). So the batches of step $s$ are a pure
+# function of $s$: a run stopped and resumed at step $s$ sees exactly what it would have seen.
+# With several processes training together (chapter 8), every process computes the same group
+# for step $s$ and keeps every `world`-th batch of it, starting at its own `rank`.
+#
+# `BatchPlan` is that rule, and every trainer in the book asks it for its batches: the Multi30k
+# and WMT runs (chapters 7 and 8), chapter 8's table of steps, and the check that several
+# processes train exactly like one.
+
+
+# %%
+def step_shard(
+    n_batches: int, step: int, per_step: int, seed: int, rank: int = 0, world: int = 1
+) -> list[int]:
+    """The batches (indices into the plan) that process `rank` of `world` trains on at `step`.
+
+    Each epoch visits the plan's batches in an order fixed by the seed and the epoch; a step takes
+    the next `per_step` of them (a last incomplete group is skipped), and every process computes
+    the same group and keeps every world-th one.
+    """
+    steps_per_epoch = n_batches // per_step
+    epoch, index = divmod(step, steps_per_epoch)
+    order = list(range(n_batches))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order[index * per_step : (index + 1) * per_step][rank::world]
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A training set cut into token batches, and the batches each process trains on at each step."""
+
+    pairs: Sequence[tuple[list[int], list[int]]]
+    batches: list[list[int]]  # indices into pairs
+    per_step: int  # batches in one optimizer step, over all processes
+    seed: int
+
+    @classmethod
+    def build(
+        cls,
+        pairs: Sequence[tuple[list[int], list[int]]],
+        max_tokens: int,
+        accumulate: int = 1,
+        world: int = 1,
+        seed: int = 0,
+    ) -> BatchPlan:
+        """Batches of at most max_tokens; a step takes accumulate batches on each of world processes."""
+        plan = cls(pairs, token_batches(pairs, max_tokens, seed), accumulate * world, seed)
+        if plan.steps_per_epoch == 0:
+            raise ValueError(
+                f"one step needs {plan.per_step} batches but the training data make only "
+                f"{len(plan.batches)}: lower accumulate or max_tokens"
+            )
+        return plan
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.batches) // self.per_step
+
+    def step(
+        self, step: int, specials: SpecialTokens, rank: int = 0, world: int = 1
+    ) -> list[Batch]:
+        """The batches process `rank` of `world` trains on at optimizer step `step` (0-based)."""
+        chosen = step_shard(len(self.batches), step, self.per_step, self.seed, rank, world)
+        return [make_batch([self.pairs[i] for i in self.batches[b]], specials) for b in chosen]
+
+
+# %% tags=["active-ipynb"]
+# plan = BatchPlan.build(corpus.ids["train"], max_tokens=3000, accumulate=1)
+# first = plan.step(0, corpus.tgt_vocab.specials)[0]
+# print(f"{len(plan.batches)} batches, {plan.steps_per_epoch} steps an epoch")
+# print(f"step 0 trains on a batch of {first.src.size(0)} sentences, padded to {tuple(first.tgt_in.shape)} target positions")
+# print("the same batch when asked again:", plan.step(0, corpus.tgt_vocab.specials)[0].src.equal(first.src))

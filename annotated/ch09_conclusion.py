@@ -1,0 +1,137 @@
+# %% [markdown]
+# # Chapter 9 — Conclusion
+#
+# *Paper: section 7 (Conclusion), with Tables 1 and 2 as the evidence it rests on.*
+#
+# The paper closes in one short paragraph: what was built, what it achieved, and where the authors
+# meant to take it. This chapter does the same for the book. It goes back over what each chapter
+# built, then takes the paper's closing claims one by one and says which of them the book checked
+# for itself, which only at a smaller scale, and which not at all. It ends with next steps for a
+# reader who wants to go further.
+
+# %% [markdown]
+# ## What the book built
+#
+# * **Chapter 0, Preface.** It made the case of sections 1, 2 and 4 by counting. PyTorch's own
+#   counters showed a recurrent layer needing $n + 1$ matrix products one after another, while
+#   self-attention needs 2 whatever the length. The arithmetic of the two layers crosses at
+#   $n = d$. You can now read Table 1 as operations you have counted yourself.
+# * **Chapter 1, Attention (§3.2).** Equation 1 written out, then checked on a case small enough to
+#   work by hand. The $\sqrt{d_k}$ was measured rather than taken on trust, and masks kept
+#   positions from seeing padding or the future. Multi-head attention matched PyTorch's own module.
+# * **Chapter 2, The model (§3.1, 3.3–3.5).** Every box of Figure 1, assembled by `make_model`,
+#   with sinusoidal positions, shared embeddings, and parameter counts set beside Table 3's. It also
+#   added a pre-norm option next to the paper's post-norm and compared the gradients of the two.
+# * **Chapter 3, Training (§5).** Batches with teacher forcing and their masks, Adam with the
+#   schedule of equation 3 (and an optional linear cooldown), label smoothing checked against
+#   PyTorch's loss, and dropout, including a rate that rises during training and a cheaper
+#   `FastDropout`. Around these sits a training loop with checkpoints that survive a killed
+#   process and bf16 autocast.
+# * **Chapter 4, Copy task.** A first model trained end to end on a task with a known answer, plus
+#   greedy decoding. It copied sequences it had never seen, with attention running along the
+#   diagonal: evidence that the masks, the shifted targets and the schedule fit together.
+# * **Chapter 5, From text to batches (§5.1).** Multi30k checked against its checksums, spaCy
+#   words, word vocabularies learned from the training split only (with `<unk>` for the rest), a
+#   shared sentencepiece BPE vocabulary, and batches packed to a token budget.
+# * **Chapter 6, Decoding and scoring (§6.1).** A key/value cache, greedy decoding that uses it,
+#   beam search with the length penalty, a `Translator` that copies a source word where the model
+#   writes `<unk>`, and scores from sacreBLEU and chrF with their signatures. It also added the
+#   tokenized BLEU of tensor2tensor's `get_ende_bleu.sh`, which is how the paper's numbers were
+#   computed.
+# * **Chapter 7, Multi30k (§5.2–5.4, 6.1).** A 3 + 3-layer model of width 256, trained on words
+#   for 3,040 steps with checkpoint averaging. In the run of the notebook (AMD EPYC) it reached
+#   39.55 BLEU with beam search and 38.07 greedy on test2016; its first making, on an Intel Xeon,
+#   gave 39.7 and 38.4.
+# * **Chapter 8, WMT 2014.** The paper's recipe from start to finish on a 10,000-pair sample, run on
+#   a CPU: 0.32 sacreBLEU after 20 minutes, a check that the pipeline works and not a result. The
+#   same code trains on the full data on GPUs under `torchrun`, and DDP was checked to take the
+#   same steps as one process.
+# * **Appendix A, Lab notebook.** The runs that led to chapter 7's recipe, each with what it
+#   showed.
+
+# %% [markdown]
+# ## The paper's claims, and what this book could check
+#
+# Section 7 makes six points. Each is restated below in our words, together with what the book
+# has to say about it.
+#
+# | the paper's claim (section 7) | what this book showed | what it could not show |
+# |---|---|---|
+# | the first sequence transduction model that uses attention alone, with no recurrence or convolution | every model in the book is built this way, from chapter 1's attention and chapter 2's feed-forward layers, and it learns to copy (chapter 4) and to translate (chapters 7 and 8) | nothing essential: this claim is about the architecture, and all of it is in the code. Whether it was the first is a matter of history, which code cannot check |
+# | for translation it trains much faster than recurrent or convolutional models | chapter 0 counted the reason: a constant number of sequential steps per layer, and less arithmetic than a recurrent layer whenever $n < d$; Table 2 (below) puts the base model's training cost below every model it compares with | we never trained a recurrent or convolutional translator next to ours, so the book has no timing of its own for this claim, and two CPU cores offer little parallelism to exploit |
+# | a new state of the art on WMT 2014 English→German (28.4, big model) and English→French (41.8) | translation quality, but only at Multi30k's scale and in the opposite direction, German→English: 39.55 BLEU on test2016 (chapter 7) | short image captions are far easier than news, so the score cannot be set beside Table 2. The WMT En-De recipe ran only on a 10,000-pair sample (0.32 sacreBLEU); the full run is a command in chapter 8 that the book did not run. En-Fr (36M sentence pairs) was not attempted |
+# | the authors meant to apply it to other tasks and to inputs and outputs other than text | nothing beyond translation and the copy task | the paper's own next step, constituency parsing (section 6.3, Table 4), was not reproduced, and neither were images, audio or video |
+# | local, restricted attention to handle large inputs and outputs | Table 1's last row, printed in chapter 0: cost $O(r \cdot n \cdot d)$, path length $O(n/r)$ | not implemented. Our sentences are short ($n < d$), so full attention was the cheaper choice anyway |
+# | generation that is less sequential | chapter 6's cache brings each decoding step down to one position of work | the number of steps is still the length of the output, one token at a time; the book kept the paper's autoregressive decoder |
+#
+# Table 2 is where the second and third claims are argued. Chapter 8 typed in its rows; here it
+# is again, with its last column, each model's English→German training cost divided by that of
+# the base Transformer.
+
+
+# %% tags=["active-ipynb"]
+# from annotated.ch08_wmt import table_2
+#
+# table_2()
+
+# %% [markdown]
+# Among the single models, the base Transformer costs about a third as much to train as ConvS2S
+# (9.6e18 against 3.3e18 FLOPs) and about a seventh as much as GNMT + RL, yet it scores higher on
+# English→German. The big model costs the same as GNMT + RL and beats the best ensemble (26.36)
+# by about two points. On English→French the base model (38.1) stays below the earlier systems.
+# Only the big model (41.8) passes them, and the paper gives no training cost for either
+# Transformer on that task. The costs are the paper's own estimates, in floating-point
+# operations rather than hours, and the book could not repeat the comparison. What chapter 0 adds
+# is the reason behind them, and that reason does not depend on the hardware.
+
+# %% [markdown]
+# ## Where to go next
+#
+# **Run what the book could not.**
+#
+# * *WMT 2014 at full size.* On a machine with eight GPUs, chapter 8's command trains the base
+#   model on all 4.5 million pairs:
+#   `torchrun --standalone --nproc_per_node=8 -m annotated.train wmt --profile base`
+#   (add `--profile big` for the big model). Score it with chapter 6's tokenized BLEU to compare
+#   with the 27.3 of Table 2, and with sacreBLEU to compare with later papers.
+# * *Subwords tuned for Multi30k.* Chapter 7 uses words because 8,000 shared subwords, run on a
+#   pre-norm schedule tuned for words, learned more slowly (the lab notebook has the runs). Smaller
+#   vocabularies, or a warmup and peak rate chosen for subwords, might close the gap and would
+#   also remove the `<unk>` ceiling. `RunConfig.vocab_size` is the setting to change.
+# * *Table 3 in miniature.* Heads, $d_k$, dropout and label smoothing can all be varied on
+#   Multi30k in an hour each. Run several seeds per setting, because a single run cannot separate
+#   half a point from luck.
+# * *Restricted attention.* A band mask, built the way chapter 1 builds its masks, lets each
+#   position see only its $r$ neighbours. Count its operations on long inputs the way chapter 0
+#   did, and set them beside Table 1's last row.
+#
+# **Later changes to the architecture.** Pre-norm (chapter 2's `norm_first=True`) is now the usual
+# arrangement, because deep stacks train stably with it. In our hour it started faster and finished
+# lower (appendix A). Xiong et al. (2020) analyse why pre-norm can often do with little or no
+# warmup. Other changes that later models adopted are relative position representations (Shaw et
+# al., 2018) and rotary embeddings (Su et al., 2021) in place of the sinusoids, RMSNorm in place of
+# layer normalization (Zhang and Sennrich, 2019), and gated feed-forward layers such as SwiGLU
+# (Shazeer, 2020). Each is a change at one place in chapter 1 or 2, and can be tested there.
+#
+# **Further reading: what came after.**
+#
+# * **GPT** (Radford et al., 2018), then GPT-2 and GPT-3: only the decoder stack, trained to
+#   predict the next token of large amounts of text. Scaled up, it learned to do tasks from a
+#   prompt alone.
+# * **BERT** (Devlin et al., 2018): only the encoder stack, pre-trained to fill in words masked
+#   out of unlabelled text, then fine-tuned for each task.
+# * **T5** (Raffel et al., 2020): the full encoder-decoder kept, with every task cast as text in
+#   and text out, plus a careful comparison of pre-training choices.
+# * **Image Transformer** (Parmar et al., 2018) and **Music Transformer** (Huang et al., 2018):
+#   early steps, with some of the paper's authors, toward the other modalities that section 7
+#   announced. The first restricts attention to local neighbourhoods of pixels.
+# * **Vision Transformer** (Dosovitskiy et al., 2020): an image cut into patches and read as a
+#   sequence by a plain Transformer encoder.
+# * **Sparse Transformer** (Child et al., 2019) and **Longformer** (Beltagy et al., 2020):
+#   attention restricted to fixed patterns, so that very long inputs stay affordable.
+# * **Non-autoregressive translation** (Gu et al., 2018): the whole output produced in parallel,
+#   an answer to the last point of section 7.
+#
+# Each of these changes one part of what chapters 1–3 built: which stack is kept, what it is
+# trained to predict, or which positions attend to which. A reader who has built those parts can
+# read any of these papers with the code at hand.

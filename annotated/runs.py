@@ -1,0 +1,481 @@
+"""Training runs for translation: one configuration, one run folder, resumable, scored.
+
+Chapters 7 (Multi30k) and 8 (WMT) train with the same machinery, which lives here rather than in
+either chapter: `RunConfig` (everything a run depends on), `train_run` (train, resume or just load
+a run in its folder), checkpoint averaging, and `final_scores`. A run folder holds:
+
+* `checkpoint.pt`: the model and everything needed to resume (written atomically), with the
+  run's `DecodeConfig`;
+* `subwords.json`, or `vocab.de.json` and `vocab.en.json`: the vocabulary with its settings;
+* `history.csv`: loss, learning rate, tokens and seconds per step;
+* `evals.csv`: validation BLEU (greedy, bare weights) against steps and training minutes;
+* `snapshots/`: the weights at the last evaluations, and `averaged.pt`, their average;
+* `scores.json`: the final scores, with the step and decoding that produced them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
+from annotated.ch03_training import (
+    SpecialTokens,
+    TrainConfig,
+    load_checkpoint,
+    rank_and_world,
+    read_checkpoint,
+    train,
+    use_fast_dropout,
+)
+from annotated.ch05_text import BatchPlan, Corpus
+from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
+from annotated.figures import rounded
+from annotated.files import REPO_ROOT, atomic_write
+
+RUNS_DIR = REPO_ROOT / "runs"
+PROFILE_ENV = "ANNOTATED_PROFILE"
+
+
+def profile_name(default: str) -> str:
+    """The profile $ANNOTATED_PROFILE names ("smoke" in CI), else the chapter's `default`."""
+    return os.environ.get(PROFILE_ENV) or default
+
+
+def pick_profile(profiles: dict, name: str | None, default: str) -> tuple[str, RunConfig]:
+    """The profile named (or by $ANNOTATED_PROFILE, else `default`) and its configuration."""
+    name = name or profile_name(default)
+    if name not in profiles:
+        raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {sorted(profiles)}")
+    return name, profiles[name]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One translation run: data, model, schedule, budget and decoding (defaults: the paper's base)."""
+
+    # Data and vocabulary (chapter 5)
+    train_pairs: int | None = None  # train on the first n pairs only (None: all)
+    vocab_size: int | None = 37000  # n shared BPE subwords; None: a word vocabulary per language
+    min_freq: int = 2  # word vocabularies only: rarer training words become <unk>
+    max_tokens: int = 3125  # padded target tokens per micro-batch (sources held to the same)
+    accumulate: int = 1  # micro-batches per optimizer step and process (chapter 3)
+    # Model (chapter 2's ModelConfig fields)
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    p_drop: float = 0.1
+    p_drop_final: float | None = None  # dropout rising linearly to this by the last step (ch. 3)
+    norm_first: bool = False  # the paper's post-norm
+    fast_dropout: bool = False  # chapter 3's FastDropout: a quarter of the random draws (CPUs)
+    # Schedule (chapter 3's TrainConfig fields)
+    warmup: int = 4000
+    lr_factor: float = 1.0
+    eps_ls: float = 0.1
+    steps: int | None = 100_000  # optimizer steps; None: `epochs` passes over the data instead
+    epochs: int | None = None
+    cooldown_epochs: float = 0.0  # the rate falls linearly to 1/c of its value over these epochs
+    max_minutes: float | None = None  # stop once this much training time has passed
+    precision: str = "auto"  # bf16 autocast where the hardware has it (chapter 3)
+    # Evaluation, averaging and decoding (chapter 6)
+    evals_per_epoch: int = 2  # validation BLEU this often; also a checkpoint and a snapshot
+    average_last: int = 5  # the final model averages the last this many snapshots (section 6.1)
+    val_sentences: int | None = None  # score only the first n validation sentences (None: all)
+    test_sentences: int | None = None  # the same for the final test scores
+    decoding: DecodeConfig = DecodeConfig(beam=4, alpha=0.6)  # section 6.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError(f"give either steps or epochs, not both or neither: {self}")
+
+    def model_config(
+        self, src_vocab: int, tgt_vocab: int, shared: bool | None = None
+    ) -> ModelConfig:
+        """Chapter 2's configuration for this run's model.
+
+        One shared vocabulary shares all three embedding matrices (section 3.4); two word
+        vocabularies can share only the target embedding with the output layer.
+        """
+        shared = self.vocab_size is not None if shared is None else shared
+        return ModelConfig(
+            src_vocab,
+            tgt_vocab,
+            N=self.N,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            h=self.h,
+            p_drop=self.p_drop,
+            norm_first=self.norm_first,
+            tie_target_embeddings=not shared,
+            share_embeddings=shared,
+            max_len=512,
+        )
+
+    def train_config(self, steps_per_epoch: int) -> TrainConfig:
+        """Chapter 3's configuration: the run's steps, with a checkpoint at each evaluation."""
+        return TrainConfig(
+            max_steps=self.steps if self.steps is not None else self.epochs * steps_per_epoch,
+            warmup=self.warmup,
+            lr_factor=self.lr_factor,
+            cooldown=round(self.cooldown_epochs * steps_per_epoch),
+            eps_ls=self.eps_ls,
+            accumulate=self.accumulate,
+            precision=self.precision,
+            checkpoint_every=self.eval_every(steps_per_epoch),
+            p_drop_final=self.p_drop_final,
+            seed=self.seed,
+        )
+
+    def eval_every(self, steps_per_epoch: int) -> int:
+        return max(1, steps_per_epoch // self.evals_per_epoch)
+
+
+@dataclass
+class Run:
+    """A finished (or stopped) training run and what it produced."""
+
+    config: RunConfig
+    folder: Path
+    translator: Translator
+    corpus: Corpus
+    history: pd.DataFrame
+    evals: pd.DataFrame
+    averaged: Translator | None = None  # the average of the last snapshots, when there are any
+
+
+HISTORY_COLUMNS = ("step", "loss", "lr", "tokens", "seconds")
+EVAL_COLUMNS = ("step", "epoch", "train minutes", "val BLEU")
+
+
+def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(columns))
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        frame.to_csv(handle, index=False)
+
+
+def training_device() -> torch.device:
+    """One GPU per process where there are GPUs (chapter 8 sets which one), else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def shared_specials(corpus: Corpus) -> SpecialTokens:
+    """The pad, <s> and </s> ids, which the two vocabularies must agree on."""
+    specials = corpus.tgt_vocab.specials
+    if specials != corpus.src_vocab.specials:
+        raise ValueError("source and target vocabularies must give the specials the same ids")
+    return specials
+
+
+def new_model(config: RunConfig, corpus: Corpus) -> EncoderDecoder:
+    """The run's freshly initialized model (seeded), sized for the corpus's vocabularies."""
+    shared = corpus.src_vocab is corpus.tgt_vocab
+    torch.manual_seed(config.seed)
+    model = make_model(config.model_config(len(corpus.src_vocab), len(corpus.tgt_vocab), shared))
+    return use_fast_dropout(model) if config.fast_dropout else model
+
+
+class Validation:
+    """The training loop's per-step hook: score the validation set every so often, and stop on time.
+
+    At each evaluation it appends a row to evals.csv and saves a snapshot of the weights; only
+    the first process does either. It returns True (stop) once the time budget is spent.
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        folder: Path,
+        translator: Translator,
+        corpus: Corpus,
+        steps_per_epoch: int,
+        max_steps: int,
+        seconds: float,
+        progress: bool,
+    ) -> None:
+        self.config, self.folder, self.translator, self.corpus = config, folder, translator, corpus
+        self.steps_per_epoch, self.max_steps, self.seconds = steps_per_epoch, max_steps, seconds
+        self.every = config.eval_every(steps_per_epoch)
+        self.progress, self.rank = progress, rank_and_world()[0]
+        self.evals = _read_csv(folder / "evals.csv", EVAL_COLUMNS)
+
+    @property
+    def out_of_time(self) -> bool:
+        limit = self.config.max_minutes
+        return limit is not None and self.seconds >= limit * 60
+
+    def __call__(self, row: dict) -> bool:
+        self.seconds += row["seconds"]
+        step = row["step"]
+        due = step % self.every == 0 or self.out_of_time or step == self.max_steps
+        if due and self.rank == 0:
+            self.evaluate(step)
+        return self.out_of_time
+
+    def evaluate(self, step: int) -> None:
+        """Greedy validation BLEU of the bare weights, a line in evals.csv, and a snapshot."""
+        scores, _ = evaluate_split(
+            self.translator, self.corpus, "val", self.config.val_sentences, 1, 0.0, False
+        )
+        line = {
+            "step": step,
+            "epoch": round(step / self.steps_per_epoch, 2),
+            "train minutes": round(self.seconds / 60, 2),
+            "val BLEU": scores["BLEU"],
+        }
+        earlier = self.evals[self.evals.step < step]  # a resumed run replaces later lines
+        self.evals = pd.concat([earlier, pd.DataFrame([line])], ignore_index=True)
+        _write_csv(self.evals, self.folder / "evals.csv")
+        save_snapshot(self.translator.model, self.folder, step, self.config.average_last)
+        if self.progress:
+            print(
+                f"step {step} (epoch {line['epoch']}): {line['train minutes']} min, "
+                f"val BLEU {line['val BLEU']}",
+                flush=True,
+            )
+
+
+def train_run(config: RunConfig, folder: str | Path, corpus: Corpus, progress: bool = True) -> Run:
+    """Train, resume, or just load the run in `folder` (whose vocabularies are saved there).
+
+    Under torch.distributed (chapter 8) every process trains on its share of each step's batches;
+    only the first one evaluates, keeps snapshots and writes files.
+    """
+    folder = Path(folder)
+    rank, world = rank_and_world()
+    device = training_device()
+    specials = shared_specials(corpus)
+    pairs = corpus.ids["train"][: config.train_pairs]
+    plan = BatchPlan.build(pairs, config.max_tokens, config.accumulate, world, config.seed)
+    train_config = config.train_config(plan.steps_per_epoch)
+    model = new_model(config, corpus).to(device)
+    translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
+    checkpoint = folder / "checkpoint.pt"
+    history = _saved_history(checkpoint, model.config, train_config)
+    validation = Validation(
+        config,
+        folder,
+        translator,
+        corpus,
+        plan.steps_per_epoch,
+        train_config.max_steps,
+        float(history.seconds.sum()),
+        progress,
+    )
+    if validation.out_of_time:  # the time budget is spent: load the result, train no more
+        model.load_state_dict(load_checkpoint(checkpoint, model.config, train_config)["model"])
+    else:
+        trained = (
+            nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+            if world > 1
+            else model
+        )
+        history = train(
+            trained,
+            lambda step: plan.step(step, specials, rank, world),
+            train_config,
+            checkpoint,
+            progress=progress and rank == 0,
+            on_step=validation,
+            extra={"decoding": dataclasses.asdict(config.decoding)},
+        )
+    model.eval()
+    if rank != 0:
+        return Run(config, folder, translator, corpus, history, validation.evals)
+    _write_csv(history, folder / "history.csv")
+    averaged = average_run(config, folder, corpus, model.config)
+    return Run(config, folder, translator, corpus, history, validation.evals, averaged)
+
+
+def _saved_history(
+    checkpoint: Path, model_config: ModelConfig, train_config: TrainConfig
+) -> pd.DataFrame:
+    """The history stored in the run's checkpoint (empty before the first one)."""
+    if not checkpoint.exists():
+        return pd.DataFrame(columns=list(HISTORY_COLUMNS), dtype=float)
+    rows = load_checkpoint(checkpoint, model_config, train_config)["history"]
+    return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def save_snapshot(model: EncoderDecoder, folder: Path, step: int, keep: int) -> None:
+    """Save the model's weights as snapshots/step-NNNNNN.pt, keeping only the last `keep`."""
+    path = folder / "snapshots" / f"step-{step:06d}.pt"
+    path.parent.mkdir(exist_ok=True)
+    with atomic_write(path) as handle:
+        state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config)}
+        torch.save({"step": step, **state}, handle)
+    for old in sorted(path.parent.glob("step-*.pt"))[:-keep]:
+        old.unlink()
+
+
+def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
+    """The element-wise mean of the weights saved in `paths` (checkpoint averaging)."""
+    if not paths:
+        raise ValueError("nothing to average: no snapshots given")
+    total: dict[str, Tensor] = {}
+    config = None
+    for path in paths:
+        saved = read_checkpoint(path)
+        if config is not None and saved["model_config"] != config:
+            raise ValueError(f"snapshots of different models cannot be averaged: {list(paths)}")
+        config = saved["model_config"]
+        for name, tensor in saved["model"].items():
+            total[name] = total.get(name, 0) + tensor.double()  # sum in float64, then divide
+    return {name: (value / len(paths)).float() for name, value in total.items()}
+
+
+def average_run(
+    config: RunConfig, folder: Path, corpus: Corpus, model_config: ModelConfig
+) -> Translator | None:
+    """Average the run's last snapshots into averaged.pt; its translator (None: no snapshots)."""
+    snapshots = sorted((folder / "snapshots").glob("step-*.pt"))[-config.average_last :]
+    if not snapshots:
+        return None
+    model = make_model(model_config)
+    model.load_state_dict(average_snapshots(snapshots))
+    with atomic_write(folder / "averaged.pt") as handle:
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "model_config": dataclasses.asdict(model_config),
+                "averaged": [path.name for path in snapshots],
+                "decoding": dataclasses.asdict(config.decoding),
+            },
+            handle,
+        )
+    model = model.to(training_device()).eval()
+    return Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
+
+
+def saved_scores(run: Run) -> list[dict] | None:
+    """The rows final_scores saved for this run's last step and decoding settings, if any."""
+    path = run.folder / "scores.json"
+    if not path.exists():
+        return None
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    same_step = saved.get("step") == int(run.history.step.max())
+    decoding = saved.get("decoding")
+    same_decoding = isinstance(decoding, dict) and (
+        DecodeConfig.from_saved(decoding) == run.config.decoding
+    )
+    return saved["scores"] if same_step and same_decoding else None
+
+
+def final_scores(
+    run: Run,
+    test_split: str = "test_2016_flickr",
+    copy_unknowns: bool = True,
+    extra: Callable[[list[str], list[str]], dict] | None = None,
+    reuse: bool = True,
+) -> pd.DataFrame:
+    """BLEU and chrF on val and the test split: last and averaged weights, greedy and beam.
+
+    With word vocabularies the averaged model is also scored with <unk> copied from the source
+    (unless `copy_unknowns` is False); a subword model never writes <unk>, so it has no such rows.
+    `extra` adds columns computed from the hypotheses and references (chapter 8). With `reuse`,
+    the scores saved for the run's last step are returned when they are the same rows (decoding
+    a test set can take minutes).
+    """
+    copy_unknowns = copy_unknowns and run.corpus.tgt_vocab.can_copy_unknowns
+    final = run.averaged or run.translator
+    weights = f"average of last {run.config.average_last}" if run.averaged else "last"
+    beam, alpha = run.config.decoding.beam, run.config.decoding.alpha
+    setups = [
+        ("last", run.translator, "greedy", 1, False),
+        (weights, final, "greedy", 1, False),
+        (weights, final, "greedy", 1, True),
+        (weights, final, f"beam {beam}", beam, True),
+    ]
+    if not copy_unknowns:
+        setups = [setups[0], setups[1], (*setups[3][:4], False)]
+    if run.averaged is None:
+        setups.pop(1)
+    splits = (("val", run.config.val_sentences), (test_split, run.config.test_sentences))
+    wanted = [
+        (split, weights_name, name, "yes" if copy else "no")
+        for split, _ in splits
+        for weights_name, _, name, _, copy in setups
+    ]
+    saved = saved_scores(run) if reuse else None
+    keys = ("split", "weights", "decoding", "<unk> copied")
+    if saved is not None and [tuple(row[k] for k in keys) for row in saved] == wanted:
+        return pd.DataFrame(saved)
+    rows = []
+    for split, limit in splits:
+        for weights_name, translator, name, width, copy in setups:
+            started = time.perf_counter()
+            scores, hypotheses = evaluate_split(
+                translator, run.corpus, split, limit, width, alpha, copy
+            )
+            seconds = time.perf_counter() - started
+            references = [target for _, target in run.corpus.raw[split][:limit]]
+            rows.append(
+                {
+                    "split": split,
+                    "weights": weights_name,
+                    "decoding": name,
+                    "<unk> copied": "yes" if copy else "no",
+                    **scores,
+                    **(extra(hypotheses, references) if extra else {}),
+                    "sentences/s": round(len(hypotheses) / seconds, 1),
+                }
+            )
+    record = {
+        "scores": rows,
+        "step": int(run.history.step.max()),
+        "decoding": dataclasses.asdict(run.config.decoding),
+    }
+    with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1)
+    return pd.DataFrame(rows)
+
+
+def training_chart(
+    history: pd.DataFrame, evals: pd.DataFrame, title: str = "The Multi30k run"
+) -> alt.VConcatChart:
+    """Training loss and validation BLEU against training minutes."""
+    minutes = history.seconds.cumsum() / 60
+    loss = pd.DataFrame(
+        {
+            "train minutes": minutes,
+            "loss": history.loss.rolling(50, min_periods=1).mean(),
+            "step": history.step,
+        }
+    ).iloc[:: max(1, len(history) // 400)]  # about 400 points are plenty for the eye
+    loss_chart = (
+        alt.Chart(rounded(loss))
+        .mark_line()
+        .encode(
+            x=alt.X("train minutes:Q", title="training time (minutes)"),
+            y=alt.Y("loss:Q", title="training loss (KL, per token)", scale=alt.Scale(type="log")),
+            tooltip=["step", "train minutes", "loss"],
+        )
+        .properties(width=460, height=180, title="Training loss")
+    )
+    bleu_chart = (
+        alt.Chart(rounded(evals.astype(float), 4))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("train minutes:Q", title="training time (minutes)"),
+            y=alt.Y("val BLEU:Q", title="validation BLEU (greedy)"),
+            tooltip=["step", "epoch", "train minutes", "val BLEU"],
+        )
+        .properties(width=460, height=180, title="Validation BLEU, measured at each evaluation")
+    )
+    return alt.vconcat(loss_chart, bleu_chart).properties(title=title)
