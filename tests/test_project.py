@@ -215,6 +215,6 @@ def test_notebooks_carry_no_volatile_metadata():
 @pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])
 def test_chapter_sources_are_jupytext_percent_files(source):
     text = source.read_text()
-    assert text.startswith("# %% [markdown]\n# # Chapter"), (
+    assert text.startswith(("# %% [markdown]\n# # Chapter", "# %% [markdown]\n# # Appendix")), (
         f"{source.name} should open with its title cell"
     )

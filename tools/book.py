@@ -29,9 +29,9 @@ import nbformat
 from jupytext.combine import combine_inputs_with_outputs
 
 from annotated.figures import HTML_ENV
-from annotated.files import atomic_write
+from annotated.files import REPO_ROOT, atomic_write
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 PACKAGE = ROOT / "annotated"
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
