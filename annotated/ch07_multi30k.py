@@ -422,8 +422,9 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
 # * **From the original Annotated Transformer.** It no longer runs as published (a dead data URL,
 #   torchtext retired, a GPU needed). It built its vocabulary with the test data in sight, padded
 #   every batch to a fixed length, decoded greedily without a cache and had no beam search. It did
-#   report a BLEU score, 26.9 on the IWSLT German-English test set, but with weights trained by
-#   OpenNMT-py, not by its own code; its own Multi30k model was never scored. Here the vocabulary
+#   report a BLEU score, 26.9 on WMT 2014 English-German, but for OpenNMT-py's replication with
+#   the extensions it only described (subwords, shared embeddings, beam search, averaging), not
+#   for a model its own code trained; its own Multi30k model was never scored. Here the vocabulary
 #   sees only training data, batches are packed by length, the decoder is cached and batched, beam
 #   search is there, and the scores come with sacreBLEU's signature.
 # * **What limits the score.** Multi30k is small: with 29,000 training sentences, words seen
