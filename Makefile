@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab \
+.PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k train-wmt bench-wmt clean
 
 help:  ## list the targets
@@ -118,6 +118,9 @@ train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 samp
 
 bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
 	$(PY) benchmarks/bench_wmt.py
+
+student: $(STAMP)  ## write the student edition (solutions taken out, outputs cleared) into _build/student
+	$(PY) tools/student.py _build/student
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -c $(LOCK) -e '.[lab]'

@@ -232,3 +232,43 @@ def operations_chart(frame: pd.DataFrame, d: int) -> alt.VConcatChart:
 #
 # **Where the book goes next.** Chapter 1 builds attention, the operation measured here, from
 # scratch, and explains the $\sqrt{d_k}$ in its formula.
+
+# %% [markdown]
+# ## Exercises
+#
+# Every chapter ends like this. "Predict" questions hide their answer until you open it; "modify"
+# exercises ask you to change one thing and explain what happens; "implement" exercises (from
+# chapter 1 on) ask you to write a function the chapter built, and a check, `check(exercise, your_function)`,
+# runs it against the book's own and names the likely mistake when they differ. `make student`
+# writes the notebooks with the solutions taken out, for a class.
+#
+# **0.1 Predict.** For sentences of $n = 50$ tokens and $d = 512$, which layer does more arithmetic,
+# self-attention or the recurrent layer, and by roughly how much?
+#
+# <details><summary>Answer</summary>
+#
+# The recurrent layer, by about $d / n \approx 10$ times: its cost grows as $n \cdot d^2$,
+# self-attention's as $n^2 \cdot d$, and their ratio is $d / n$. Most sentences in translation are
+# shorter than $d$, which is why section 4 calls self-attention cheaper in the usual case.
+#
+# </details>
+#
+# **0.2 Predict.** How many matrix products does the recurrent layer need, one after another, for a
+# sentence of 100 tokens? Self-attention?
+#
+# <details><summary>Answer</summary>
+#
+# 101 for the recurrent layer (one for all inputs, then one per position, each waiting for the one
+# before), 2 for self-attention, whatever the length.
+#
+# </details>
+#
+# **0.3 Modify.** Run `count_operations` with $d = 64$ instead of 512. Where do the two curves cross
+# now, and what does that say about small models on long inputs?
+#
+# <details><summary>Answer</summary>
+#
+# At $n = d = 64$. With a small width, sentences longer than 64 tokens already make self-attention
+# the more expensive layer in arithmetic, though it still needs only two products in a row.
+#
+# </details>

@@ -38,6 +38,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -590,3 +591,141 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # attention with the rest of Figure 1 of the paper — feed-forward layers, residual connections,
 # layer normalization, embeddings and positional encodings — and assembles the full
 # encoder-decoder.
+
+# %% [markdown]
+# ## Exercises
+#
+# **1.1 Predict.** Every key is the same vector, and the values are the rows of a 4 × 2 matrix
+# $V$. What does `attention` return for any query, and why does the query not matter?
+#
+# <details><summary>Answer</summary>
+#
+# The mean of the four value rows. Equal keys give every position the same score $q \cdot k /
+# \sqrt{d_k}$, whatever $q$ is, and a softmax of equal numbers is uniform: each weight is 1/4.
+# A query can only prefer a position whose key differs from the others.
+#
+# </details>
+#
+# **1.2 Implement** scaled dot-product attention, equation 1: `my_attention(query, key, value,
+# mask=None)` returns $\mathrm{softmax}(QK^\top/\sqrt{d_k})\,V$, where `mask` (if given) is False
+# at the positions a query may not attend to. The check compares it with `attention` above on
+# random inputs, with and without masks, and names the likely mistake if it finds one.
+#
+# **1.3 Implement** `my_subsequent_mask(size)`: the `(1, size, size)` boolean mask that lets
+# position $i$ attend to positions $j \le i$ only.
+#
+# **1.4 Modify.** Build `MultiHeadAttention(d_model=512, h=1)` and count its parameters. Then
+# `h=8`, and `h=512`. Predict the three numbers before you run it, and explain.
+#
+# <details><summary>Answer</summary>
+#
+# The same for all three, 1,050,624 = 4 × (512 × 512 + 512): the heads split the 512 columns of
+# each projection among themselves ($d_k = 512 / h$), so more heads cost no parameters, only a
+# different grouping of the same products (section 3.2.2).
+#
+# </details>
+
+
+# %%
+def _cases_attention() -> list:
+    generator = torch.Generator().manual_seed(12)
+
+    def normal(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float64)
+
+    cases = [((normal(2, 3, 8), normal(2, 5, 8), normal(2, 5, 4)), {})]
+    padding = torch.tensor([[True, True, True, False, False], [True] * 5]).unsqueeze(1)
+    cases.append(((normal(2, 3, 8), normal(2, 5, 8), normal(2, 5, 4)), {"mask": padding}))
+    future = torch.ones(1, 4, 4, dtype=torch.bool).tril()
+    cases.append(((normal(1, 4, 64), normal(1, 4, 64), normal(1, 4, 3)), {"mask": future}))
+    cases.append(((10 * normal(3, 2, 16), 10 * normal(3, 6, 16), normal(3, 6, 5)), {}))
+    return cases
+
+
+def _attention_output(query, key, value, mask=None):
+    return attention(query, key, value, mask)[0]
+
+
+def _scores_with(query, key, value, mask, scale, axis=-1, fill_where_true=False):
+    scores = query @ key.transpose(-2, -1) / scale
+    if mask is not None:
+        scores = scores.masked_fill(mask if fill_where_true else ~mask, float("-inf"))
+    return scores.softmax(dim=axis).nan_to_num() @ value
+
+
+exercise_1_2 = Exercise(
+    "exercise 1.2 (scaled dot-product attention)",
+    "my_attention(query, key, value, mask=None) -> softmax(Q K^T / sqrt(d_k)) V",
+    _attention_output,
+    _cases_attention,
+    (
+        Mistake(
+            "the scores are not divided by sqrt(d_k) (section 3.2.1).",
+            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, 1.0),
+        ),
+        Mistake(
+            "the scores are divided by d_k, not by its square root.",
+            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, q.size(-1)),
+        ),
+        Mistake(
+            "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over "
+            "the keys (dim=-1).",
+            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, math.sqrt(q.size(-1)), -2),
+        ),
+        Mistake(
+            "the mask is ignored: masked positions must get -inf before the softmax.",
+            lambda q, k, v, mask=None: _scores_with(q, k, v, None, math.sqrt(q.size(-1))),
+        ),
+        Mistake(
+            "the mask is read the wrong way round: True means 'may attend', so fill where it is False.",
+            lambda q, k, v, mask=None: _scores_with(
+                q, k, v, mask, math.sqrt(q.size(-1)), fill_where_true=True
+            ),
+        ),
+    ),
+)
+
+exercise_1_3 = Exercise(
+    "exercise 1.3 (the subsequent mask)",
+    "my_subsequent_mask(size) -> (1, size, size) bool, True where j <= i",
+    subsequent_mask,
+    lambda: [((size,), {}) for size in (1, 2, 5, 9)],
+    (
+        Mistake(
+            "the diagonal is missing: a position may attend to itself (j = i), only not to later ones.",
+            lambda size: torch.ones(1, size, size, dtype=torch.bool).tril(-1),
+        ),
+        Mistake(
+            "the mask is transposed: it lets position i see the future (j > i) instead of the past.",
+            lambda size: torch.ones(1, size, size, dtype=torch.bool).triu(),
+        ),
+        Mistake(
+            "the shape lacks the leading batch dimension of 1: (1, size, size).",
+            lambda size: torch.ones(size, size, dtype=torch.bool).tril(),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_attention(query, key, value, mask=None):
+#     ### BEGIN SOLUTION
+#     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+#     if mask is not None:
+#         scores = scores.masked_fill(~mask, float("-inf"))
+#     return scores.softmax(dim=-1) @ value
+#     ### END SOLUTION
+#
+#
+# check(exercise_1_2, my_attention)
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_subsequent_mask(size):
+#     ### BEGIN SOLUTION
+#     return torch.ones(1, size, size, dtype=torch.bool).tril()
+#     ### END SOLUTION
+#
+#
+# check(exercise_1_3, my_subsequent_mask)

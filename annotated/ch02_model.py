@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from annotated.ch01_attention import KeyValues, MultiHeadAttention, padding_mask
+from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -941,3 +942,143 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 # against `nn.TransformerEncoderLayer` and `nn.TransformerDecoderLayer` in
 # `tests/test_ch02_model.py`. **Next**, chapter 3 teaches it: batches and masks, the optimizer
 # and its schedule, and label smoothing.
+
+# %% [markdown]
+# ## Exercises
+#
+# **2.1 Predict.** A post-norm encoder layer gets an input whose every vector is multiplied by 100.
+# What happens to the layer's output, roughly? And a pre-norm layer's?
+#
+# <details><summary>Answer</summary>
+#
+# Post-norm: almost nothing. Its output is LayerNorm(x + Sublayer(x)), and normalizing removes the
+# scale of the sum. Pre-norm: the output is x + Sublayer(LayerNorm(x)), so the large x passes
+# through the residual path unnormalized and dominates the output; the sub-layer's contribution
+# is the same size as before and is now relatively tiny.
+#
+# </details>
+#
+# **2.2 Implement** layer normalization as a function, `my_layer_norm(x, weight, bias, eps=1e-5)`,
+# over the last dimension (section 2's formula).
+#
+# **2.3 Implement** the sinusoidal table of section 3.5, `my_sinusoidal_table(max_len, d_model)`:
+# a `(max_len, d_model)` float64 tensor with $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d_\text{model}})$
+# and $PE_{(pos, 2i+1)} = \cos(pos / 10000^{2i/d_\text{model}})$.
+#
+# **2.4 Modify.** Build the base model with `share_embeddings=True` and with `False` for a shared
+# vocabulary of 37,000, and count the parameters of each. Explain the difference exactly.
+#
+# <details><summary>Answer</summary>
+#
+# 37,000 × 512 × 2 = 37,888,000 more without sharing: the source embedding, the target embedding
+# and the output layer's weight are three matrices instead of one (the output layer's 37,000
+# biases exist either way).
+#
+# </details>
+
+
+# %%
+def _cases_layer_norm() -> list:
+    generator = torch.Generator().manual_seed(22)
+    cases = []
+    for shape, loc, spread in (((4, 16), 0.0, 1.0), ((2, 3, 8), 5.0, 3.0), ((3, 6), 0.0, 1e-3)):
+        x = loc + spread * torch.randn(*shape, generator=generator, dtype=torch.float64)
+        weight = 1 + 0.5 * torch.randn(shape[-1], generator=generator, dtype=torch.float64)
+        bias = torch.randn(shape[-1], generator=generator, dtype=torch.float64)
+        cases.append(((x, weight, bias), {}))
+    return cases
+
+
+def _layer_norm_with(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
+    mean = x.mean(dim=dim, keepdim=True)
+    variance = x.var(dim=dim, keepdim=True, unbiased=unbiased)
+    spread = variance.sqrt() + eps if eps_outside else (variance + eps).sqrt()
+    return weight * (x - mean) / spread + bias
+
+
+exercise_2_2 = Exercise(
+    "exercise 2.2 (layer normalization)",
+    "my_layer_norm(x, weight, bias, eps=1e-5) -> weight * (x - mean) / sqrt(var + eps) + bias",
+    lambda x, weight, bias, eps=1e-5: nn.functional.layer_norm(x, (x.size(-1),), weight, bias, eps),
+    _cases_layer_norm,
+    (
+        Mistake(
+            "the variance divides by d - 1 (unbiased); layer normalization divides by d.",
+            lambda x, w, b, eps=1e-5: _layer_norm_with(x, w, b, eps, unbiased=True),
+        ),
+        Mistake(
+            "epsilon is added to the standard deviation; it belongs inside the square root.",
+            lambda x, w, b, eps=1e-5: _layer_norm_with(x, w, b, eps, eps_outside=True),
+        ),
+        Mistake(
+            "this is the original Annotated Transformer's version: the d - 1 standard deviation "
+            "plus epsilon. Divide by d, and put epsilon inside the square root.",
+            lambda x, w, b, eps=1e-5: _layer_norm_with(
+                x, w, b, eps, unbiased=True, eps_outside=True
+            ),
+        ),
+        Mistake(
+            "the gain and the shift are swapped: weight multiplies, bias is added.",
+            lambda x, w, b, eps=1e-5: _layer_norm_with(x, b, w, eps),
+        ),
+    ),
+    atol=1e-9,
+)
+
+
+def _table_with(max_len, d_model, swap=False, exponent_of_i=False):
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    i = torch.arange(d_model // 2, dtype=torch.float64)
+    frequency = 10000.0 ** (-(i if exponent_of_i else 2 * i) / d_model)
+    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = first(position * frequency), second(position * frequency)
+    return table
+
+
+exercise_2_3 = Exercise(
+    "exercise 2.3 (the sinusoidal table)",
+    "my_sinusoidal_table(max_len, d_model) -> (max_len, d_model) float64",
+    lambda max_len, d_model: sinusoidal_table(max_len, d_model, torch.float64),
+    lambda: [((max_len, d_model), {}) for max_len, d_model in ((5, 4), (50, 16), (20, 64))],
+    (
+        Mistake(
+            "sine and cosine are swapped: even dimensions (2i) get the sine.",
+            lambda n, d: _table_with(n, d, swap=True),
+        ),
+        Mistake(
+            "the exponent is i / d_model; it is 2i / d_model, with i the index of the sin/cos pair.",
+            lambda n, d: _table_with(n, d, exponent_of_i=True),
+        ),
+        Mistake(
+            "sines fill the first half and cosines the second; they alternate (0::2 and 1::2).",
+            lambda n, d: torch.cat([_table_with(n, d)[:, 0::2], _table_with(n, d)[:, 1::2]], dim=1),
+        ),
+    ),
+    atol=1e-9,
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_layer_norm(x, weight, bias, eps=1e-5):
+#     ### BEGIN SOLUTION
+#     mean = x.mean(dim=-1, keepdim=True)
+#     variance = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+#     return weight * (x - mean) / torch.sqrt(variance + eps) + bias
+#     ### END SOLUTION
+#
+#
+# check(exercise_2_2, my_layer_norm)
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_sinusoidal_table(max_len, d_model):
+#     ### BEGIN SOLUTION
+#     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+#     angle = position / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+#     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)
+#     ### END SOLUTION
+#
+#
+# check(exercise_2_3, my_sinusoidal_table)

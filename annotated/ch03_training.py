@@ -43,6 +43,7 @@ from annotated.ch02_model import (
     PositionalEncoding,
     SublayerConnection,
 )
+from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
 from annotated.files import atomic_write
 
@@ -973,3 +974,149 @@ def train(
 # **What we have:** `Batch`, `rate` and `make_optimizer`, `label_smoothing_loss`, and `train`
 # with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
 # its input, and decodes its first outputs.
+
+# %% [markdown]
+# ## Exercises
+#
+# **3.1 Predict.** With $d_\text{model} = 512$ and 4,000 warmup steps, at which step is the learning
+# rate of equation 3 largest, and what is it? What is it at step 16,000?
+#
+# <details><summary>Answer</summary>
+#
+# At step 4,000, where the two terms of the min are equal: $512^{-0.5} \cdot 4000^{-0.5} \approx
+# 7.0 \times 10^{-4}$. At 16,000 the rate has fallen as $1/\sqrt{step}$ to half of that, about
+# $3.5 \times 10^{-4}$.
+#
+# </details>
+#
+# **3.2 Implement** equation 3, `my_rate(step, d_model, warmup)`, for steps counted from 1.
+#
+# **3.3 Implement** the smoothed target distributions, `my_smoothed_targets(target, vocab, pad,
+# eps_ls)`: for each target id, $1 - \epsilon_{ls}$ on it, $\epsilon_{ls}$ shared equally by the
+# other tokens except the padding token, and an all-zero row where the target is the padding.
+#
+# **3.4 Modify.** Train chapter 4's copy task with `eps_ls=0` and with `eps_ls=0.3`. Which reaches a
+# lower training loss, which copies better, and why are the two questions different?
+#
+# <details><summary>Answer</summary>
+#
+# Without smoothing the loss can approach 0; with 0.3 it cannot fall below the entropy of the
+# smoothed targets, so it stays higher even when every copy is right. Compare the exact-match
+# accuracy of the two instead. The loss measures how close the predictions are to the smoothed
+# distribution, not whether the top token is right, which is why the paper finds that smoothing
+# hurts perplexity and yet helps BLEU (section 5.4).
+#
+# </details>
+
+
+# %%
+exercise_3_2 = Exercise(
+    "exercise 3.2 (equation 3)",
+    "my_rate(step, d_model, warmup) -> d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
+    lambda step, d_model, warmup: rate(step, d_model, warmup),
+    lambda: [
+        ((step, d_model, warmup), {})
+        for step, d_model, warmup in (
+            (1, 512, 4000),
+            (4000, 512, 4000),
+            (100_000, 512, 4000),
+            (10, 64, 50),
+            (3000, 256, 500),
+        )
+    ],
+    (
+        Mistake(
+            "the factor d_model^-0.5 is missing.",
+            lambda step, d, w: min(step**-0.5, step * w**-1.5),
+        ),
+        Mistake(
+            "the warmup term is step * warmup^-0.5; its exponent is -1.5, so the two terms meet "
+            "at step = warmup.",
+            lambda step, d, w: d**-0.5 * min(step**-0.5, step * w**-0.5),
+        ),
+        Mistake(
+            "max instead of min: the rate is the smaller of the two terms.",
+            lambda step, d, w: d**-0.5 * max(step**-0.5, step * w**-1.5),
+        ),
+        Mistake(
+            "the steps are counted from 0: equation 3 counts them from 1.",
+            lambda step, d, w: d**-0.5 * min((step + 1) ** -0.5, (step + 1) * w**-1.5),
+        ),
+    ),
+    atol=1e-12,
+)
+
+
+def _cases_smoothing() -> list:
+    generator = torch.Generator().manual_seed(32)
+    random_ids = torch.randint(0, 9, (12,), generator=generator)
+    return [
+        ((torch.tensor([3, 0, 5]), 7, 0, 0.1), {}),
+        ((random_ids, 9, 1, 0.2), {}),
+        ((torch.tensor([2, 2]), 4, 3, 0.0), {}),
+    ]
+
+
+def _smoothing_with(
+    target, vocab, pad, eps_ls, share=None, zero_pad_column=True, zero_pad_rows=True
+):
+    q = torch.full((target.size(0), vocab), eps_ls / (share or vocab - 2))
+    q.scatter_(1, target.unsqueeze(1), 1.0 - eps_ls)
+    if zero_pad_column:
+        q[:, pad] = 0.0
+    if zero_pad_rows:
+        q[target == pad] = 0.0
+    return q
+
+
+exercise_3_3 = Exercise(
+    "exercise 3.3 (smoothed targets)",
+    "my_smoothed_targets(target, vocab, pad, eps_ls) -> (n, vocab)",
+    smoothed_targets,
+    _cases_smoothing,
+    (
+        Mistake(
+            "eps is spread over all vocab tokens; it goes to the vocab - 2 that are neither the "
+            "target nor the padding, so that each row sums to 1.",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, share=v),
+        ),
+        Mistake(
+            "eps is spread over vocab - 1 tokens; the padding token gets none of it, so share it "
+            "among vocab - 2.",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, share=v - 1),
+        ),
+        Mistake(
+            "the padding column keeps its share: the model must never be taught to predict <pad>.",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_column=False),
+        ),
+        Mistake(
+            "rows whose target is the padding are kept; they must be all zeros (nothing to predict).",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_rows=False),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_rate(step, d_model, warmup):
+#     ### BEGIN SOLUTION
+#     return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+#     ### END SOLUTION
+#
+#
+# check(exercise_3_2, my_rate)
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_smoothed_targets(target, vocab, pad, eps_ls):
+#     ### BEGIN SOLUTION
+#     q = torch.full((len(target), vocab), eps_ls / (vocab - 2))
+#     q[torch.arange(len(target)), target] = 1.0 - eps_ls
+#     q[:, pad] = 0.0
+#     q[target == pad] = 0.0
+#     return q
+#     ### END SOLUTION
+#
+#
+# check(exercise_3_3, my_smoothed_targets)

@@ -35,6 +35,7 @@ from annotated.ch03_training import (
     pad_sequences,
     train,
 )
+from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
@@ -399,3 +400,98 @@ def attention_chart(frame: pd.DataFrame) -> alt.Chart:
 # pipeline — masks, shifting, loss, schedule, decoding — works end to end. **Next**, real
 # sentences: chapter 5 turns German and English text into batches, chapter 6 decodes faster and
 # better and scores translations, and chapter 7 trains German to English on Multi30k.
+
+# %% [markdown]
+# ## Exercises
+#
+# **4.1 Predict.** The copy task's model is trained on sequences of length 1 to 10. What will
+# `greedy_decode` do with a sequence of length 20? Try it, and explain what you see.
+#
+# <details><summary>Answer</summary>
+#
+# Run it to see what your model does; what to expect is this. The positional encoding is
+# defined for any position, but the model has only ever written outputs of up to 10 symbols and
+# has only seen `</s>` at those lengths, so beyond position 10 it is on ground it never trained
+# on: expect early `</s>`, repeated symbols or wrong ones there, while the first positions are
+# often still right. Models generalise poorly to lengths they have not seen.
+#
+# </details>
+#
+# **4.2 Implement** `my_until_eos(ids, specials)`: each row of a `(batch, len)` tensor of decoded
+# ids as a Python list, cut before its first `</s>`, with padding left out.
+#
+# **4.3 Modify.** Train the copy task with `N=1` instead of 2. Does it still reach 100%, and after
+# how many steps? What does a single layer have to do alone?
+#
+# <details><summary>Answer</summary>
+#
+# Run it and see. What one layer must do alone: for output position $i$, its encoder-decoder
+# attention must find source position $i$ and pass its symbol on. That is possible in one layer,
+# because queries and keys both carry their positions, so a single layer can in principle learn
+# the task; with two, the work can be shared, and training is often faster.
+#
+# </details>
+
+
+# %%
+def _cases_until_eos() -> list:
+    specials = SpecialTokens(pad=0, bos=1, eos=2)
+    return [
+        ((torch.tensor([[5, 6, 2, 0], [7, 2, 8, 2], [3, 4, 5, 6]]), specials), {}),
+        ((torch.tensor([[2, 5, 5], [0, 4, 2]]), specials), {}),
+        ((torch.tensor([[9, 0, 9, 2, 9]]), specials), {}),
+    ]
+
+
+def _until_with(ids, specials, keep_eos=False, last_eos=False, keep_pad=False):
+    rows = []
+    for row in ids.tolist():
+        end = len(row)
+        if specials.eos in row:
+            end = (
+                len(row) - 1 - row[::-1].index(specials.eos)
+                if last_eos
+                else row.index(specials.eos)
+            )
+            end += 1 if keep_eos else 0
+        rows.append([t for t in row[:end] if keep_pad or t != specials.pad])
+    return rows
+
+
+exercise_4_2 = Exercise(
+    "exercise 4.2 (cutting outputs at </s>)",
+    "my_until_eos(ids, specials) -> list of lists of ids",
+    until_eos,
+    _cases_until_eos,
+    (
+        Mistake(
+            "the </s> is kept; the output ends before it.",
+            lambda ids, s: _until_with(ids, s, keep_eos=True),
+        ),
+        Mistake(
+            "the row is cut at its last </s>; cut at the first, everything after it is noise.",
+            lambda ids, s: _until_with(ids, s, last_eos=True),
+        ),
+        Mistake(
+            "padding ids are kept in the output; leave them out.",
+            lambda ids, s: _until_with(ids, s, keep_pad=True),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_until_eos(ids, specials):
+#     ### BEGIN SOLUTION
+#     rows = []
+#     for row in ids.tolist():
+#         if specials.eos in row:
+#             row = row[: row.index(specials.eos)]
+#         rows.append([token for token in row if token != specials.pad])
+#     return rows
+#     ### END SOLUTION
+#
+#
+# check(exercise_4_2, my_until_eos)

@@ -41,6 +41,7 @@ import spacy
 
 from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 from annotated.datasets import read_multi30k
+from annotated.exercises import Exercise, Mistake
 from annotated.files import atomic_write
 
 # %% [markdown]
@@ -779,3 +780,156 @@ class BatchPlan:
 # print(f"{len(plan.batches)} batches, {plan.steps_per_epoch} steps an epoch")
 # print(f"step 0 trains on a batch of {first.src.size(0)} sentences, padded to {tuple(first.tgt_in.shape)} target positions")
 # print("the same batch when asked again:", plan.step(0, corpus.tgt_vocab.specials)[0].src.equal(first.src))
+
+# %% [markdown]
+# ## Exercises
+#
+# **5.1 Predict.** If the word vocabularies were built with `min_freq=1` instead of 2, would the
+# `<unk>` rate of the *training* split change? Of the test split? Which way, and why is the
+# training split's answer a trap?
+#
+# <details><summary>Answer</summary>
+#
+# The training split would have no `<unk>` at all: every word it contains is in a vocabulary built
+# from it. The test split's rate falls a little (words seen once in training now count). The trap:
+# the model would then never see `<unk>` during training, yet meet it at test time, without having
+# learned what to do with it. With `min_freq=2`, the words seen once teach it.
+#
+# </details>
+#
+# **5.2 Implement** `my_vocabulary(sentences, min_freq)`: the tuple of tokens of a word vocabulary
+# built from tokenized sentences, as `Vocab.build` orders them (the four specials, then the tokens
+# seen at least `min_freq` times, most frequent first, ties in alphabetical order).
+#
+# **5.3 Implement** `my_padding_fraction(pairs, batches)`: the share of the source and target
+# slots in the batches that are padding, where a target is one token longer than its ids (it
+# gets `<s>` or `</s>` around it) and each batch is a list of indices into `pairs`.
+#
+# **5.4 Modify.** Rebuild the shared subword vocabulary with 2,000 and with 16,000 symbols. How do
+# the subwords per word of the test set change, and what does that do to the length of a batch?
+#
+# <details><summary>Answer</summary>
+#
+# Fewer symbols cut words into more pieces, so sentences get longer in tokens: a token budget then
+# holds fewer sentences, and the model has to assemble more words from pieces. More symbols keep
+# more words whole, at the price of rarer symbols, each seen fewer times in training.
+#
+# </details>
+
+
+# %%
+def _cases_vocabulary() -> list:
+    text = ["a b c a", "b a d", "c c a e", "e d"]
+    tied = ["zeta alpha", "alpha zeta", "mid"]
+    return [
+        (([s.split() for s in text], 2), {}),
+        (([s.split() for s in text], 1), {}),
+        (([s.split() for s in tied], 1), {}),
+        (([s.split() for s in text], 5), {}),
+    ]
+
+
+def _vocabulary_with(sentences, min_freq, strictly_more=False, ties="alphabetical", specials=True):
+    counts = Counter(token for sentence in sentences for token in sentence)
+    kept = [t for t, n in counts.items() if (n > min_freq if strictly_more else n >= min_freq)]
+    if ties == "alphabetical":
+        kept.sort(key=lambda t: (-counts[t], t))
+    elif ties == "first seen":
+        kept.sort(key=lambda t: -counts[t])
+    else:
+        kept.sort()
+    return (SPECIALS if specials else ()) + tuple(kept)
+
+
+exercise_5_2 = Exercise(
+    "exercise 5.2 (a word vocabulary)",
+    "my_vocabulary(sentences, min_freq) -> tuple of tokens, the specials first",
+    lambda sentences, min_freq: Vocab.build(sentences, min_freq).tokens,
+    _cases_vocabulary,
+    (
+        Mistake(
+            "tokens seen exactly min_freq times are left out: keep those seen *at least* min_freq times.",
+            lambda s, m: _vocabulary_with(s, m, strictly_more=True),
+        ),
+        Mistake(
+            "equally frequent tokens keep the order they were first seen in; break ties "
+            "alphabetically, so the same data always gives the same ids.",
+            lambda s, m: _vocabulary_with(s, m, ties="first seen"),
+        ),
+        Mistake(
+            "the tokens are in alphabetical order; the most frequent come first.",
+            lambda s, m: _vocabulary_with(s, m, ties="alphabet only"),
+        ),
+        Mistake(
+            "the specials are missing: <unk>, <pad>, <s> and </s> come first, in that order.",
+            lambda s, m: _vocabulary_with(s, m, specials=False),
+        ),
+    ),
+)
+
+
+def _padding_with(pairs, batches, target_extra=1, sides=("src", "tgt")):
+    slots = real = 0
+    for batch in batches:
+        lengths = {
+            "src": [len(pairs[i][0]) for i in batch],
+            "tgt": [len(pairs[i][1]) + target_extra for i in batch],
+        }
+        for side in sides:
+            slots += len(batch) * max(lengths[side])
+            real += sum(lengths[side])
+    return 1 - real / slots
+
+
+exercise_5_3 = Exercise(
+    "exercise 5.3 (the padding of a batch plan)",
+    "my_padding_fraction(pairs, batches) -> float in [0, 1)",
+    padding_fraction,
+    lambda: [
+        (([([5] * s, [6] * t) for s, t in ((2, 1), (4, 3))], [[0, 1]]), {}),
+        (([([5] * s, [6] * t) for s, t in ((3, 3), (3, 1), (7, 2), (1, 6))], [[0, 1], [2, 3]]), {}),
+        (([([5] * s, [6] * t) for s, t in ((4, 4), (4, 4))], [[0], [1]]), {}),
+    ],
+    (
+        Mistake(
+            "the target's extra token is missing: each target is padded with <s> or </s> around it, "
+            "one slot more than its ids.",
+            lambda p, b: _padding_with(p, b, target_extra=0),
+        ),
+        Mistake(
+            "only the targets are counted; the sources are padded too.",
+            lambda p, b: _padding_with(p, b, sides=("tgt",)),
+        ),
+        Mistake(
+            "only the sources are counted; the targets are padded too.",
+            lambda p, b: _padding_with(p, b, sides=("src",)),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_vocabulary(sentences, min_freq):
+#     ### BEGIN SOLUTION
+#     counts = Counter(token for sentence in sentences for token in sentence)
+#     kept = sorted((t for t in counts if counts[t] >= min_freq), key=lambda t: (-counts[t], t))
+#     return SPECIALS + tuple(kept)
+#     ### END SOLUTION
+#
+#
+# check(exercise_5_2, my_vocabulary)
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_padding_fraction(pairs, batches):
+#     ### BEGIN SOLUTION
+#     slots = real = 0
+#     for batch in batches:
+#         for lengths in ([len(pairs[i][0]) for i in batch], [len(pairs[i][1]) + 1 for i in batch]):
+#             slots, real = slots + len(batch) * max(lengths), real + sum(lengths)
+#     return 1 - real / slots
+#     ### END SOLUTION
+#
+#
+# check(exercise_5_3, my_padding_fraction)

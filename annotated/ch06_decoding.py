@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
 from annotated.ch03_training import SpecialTokens, inference, pad_sequences, read_checkpoint
 from annotated.ch04_copy_task import until_eos
 from annotated.ch05_text import Corpus, Subwords, Vocab, Vocabulary
+from annotated.exercises import Exercise, Mistake
 
 # %% tags=["active-ipynb"]
 # import time
@@ -678,3 +680,135 @@ def evaluate_split(
     pairs = corpus.raw[split][:limit]
     hypotheses = translator.translate([source for source, _ in pairs], beam, alpha, copy_unknowns)
     return score(hypotheses, [target for _, target in pairs]), hypotheses
+
+
+# %% [markdown]
+# ## Exercises
+#
+# **6.1 Predict.** A beam of 4 and greedy decoding give two outputs for the same sentence. Can the
+# beam's output have a *lower* sum of log-probabilities than greedy's? Can it, with $\alpha = 0$?
+#
+# <details><summary>Answer</summary>
+#
+# Yes in both cases. With $\alpha > 0$ the beam ranks by the penalized score, so it may prefer a
+# longer output with a lower sum. Even with $\alpha = 0$ the beam is a heuristic: it keeps only 4
+# prefixes at each step, and the greedy prefix can be among those dropped when it looks worse
+# early, though it would have ended better; it is rare, but a wider beam is not a guarantee.
+#
+# </details>
+#
+# **6.2 Implement** GNMT's length penalty as used in section 6.1, `my_length_penalty(length,
+# alpha)` for a plain number `length`: $((5 + |Y|)/6)^\alpha$.
+#
+# **6.3 Implement** BLEU's clipped n-gram matches for one sentence, `my_ngram_matches(hypothesis,
+# reference, n)`, where both are lists of tokens: return `(matches, total)`, with `total` the
+# number of n-grams in the hypothesis, and `matches` the number of them found in the reference,
+# each n-gram counted at most as often as the reference has it. The check compares it with
+# sacreBLEU's own statistics.
+#
+# **6.4 Modify.** Score chapter 7's run with `copy_unknowns=False` and with `True`, greedy, on the
+# validation set. Which sentences change? Look at three of them: is the copied word right?
+#
+# <details><summary>Answer</summary>
+#
+# Only sentences where the model wrote `<unk>` change, and only at those tokens. Copies are right
+# when the word is the same in both languages (names, numbers, brands) and wrong for ordinary
+# German words, which get copied untranslated; chapter 7's scores show the net effect on BLEU.
+#
+# </details>
+
+
+# %%
+def _ngram_matches_with(hypothesis, reference, n, clip=True, total_from_reference=False):
+    grams = lambda tokens: Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))  # noqa: E731
+    mine, theirs = grams(hypothesis), grams(reference)
+    matches = sum(min(c, theirs[g]) if clip else (c if g in theirs else 0) for g, c in mine.items())
+    return matches, sum((theirs if total_from_reference else mine).values())
+
+
+def _sacrebleu_ngram_matches(hypothesis, reference, n):
+    bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True, max_ngram_order=max(n, 1))
+    result = bleu.corpus_score([" ".join(hypothesis)], [[" ".join(reference)]])
+    return result.counts[n - 1], result.totals[n - 1]
+
+
+exercise_6_2 = Exercise(
+    "exercise 6.2 (the length penalty)",
+    "my_length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha",
+    lambda length, alpha: length_penalty(torch.tensor(float(length)), alpha).item(),
+    lambda: [
+        ((length, alpha), {})
+        for length, alpha in ((1, 0.6), (10, 0.6), (30, 2.5), (7, 0.0), (4, 1.0))
+    ],
+    (
+        Mistake(
+            "the denominator (5 + 1)^alpha is missing: lp is 1 for a one-token output.",
+            lambda length, alpha: (5.0 + length) ** alpha,
+        ),
+        Mistake(
+            "alpha multiplies instead of being the exponent.",
+            lambda length, alpha: alpha * (5.0 + length) / 6.0,
+        ),
+        Mistake(
+            "the 5 is added after dividing: it is (5 + |Y|) / 6, the whole raised to alpha.",
+            lambda length, alpha: (5.0 + length / 6.0) ** alpha,
+        ),
+    ),
+    atol=1e-6,
+)
+
+exercise_6_3 = Exercise(
+    "exercise 6.3 (BLEU's clipped n-gram matches)",
+    "my_ngram_matches(hypothesis, reference, n) -> (matches, total)",
+    _sacrebleu_ngram_matches,
+    lambda: [
+        ((["the", "the", "the", "cat"], ["the", "cat", "sat", "on", "the", "mat"], 1), {}),
+        ((["the", "the", "the", "cat"], ["the", "cat", "sat", "on", "the", "mat"], 2), {}),
+        (
+            (
+                ["a", "dog", "runs", "in", "the", "park"],
+                ["a", "dog", "is", "running", "in", "the", "park"],
+                2,
+            ),
+            {},
+        ),
+        ((["two", "men", "two", "men"], ["two", "men", "talk"], 2), {}),
+        ((["short"], ["a", "much", "longer", "reference"], 1), {}),
+    ],
+    (
+        Mistake(
+            "the counts are not clipped: an n-gram counts at most as often as the reference has it "
+            "(otherwise 'the the the' scores perfectly against any reference with 'the').",
+            lambda h, r, n: _ngram_matches_with(h, r, n, clip=False),
+        ),
+        Mistake(
+            "the total counts the reference's n-grams; precision divides by the hypothesis's.",
+            lambda h, r, n: _ngram_matches_with(h, r, n, total_from_reference=True),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_length_penalty(length, alpha):
+#     ### BEGIN SOLUTION
+#     return ((5 + length) / 6) ** alpha
+#     ### END SOLUTION
+#
+#
+# check(exercise_6_2, my_length_penalty)
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_ngram_matches(hypothesis, reference, n):
+#     ### BEGIN SOLUTION
+#     def ngrams(tokens):
+#         return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+#
+#     mine, theirs = ngrams(hypothesis), ngrams(reference)
+#     return sum(min(count, theirs[gram]) for gram, count in mine.items()), sum(mine.values())
+#     ### END SOLUTION
+#
+#
+# check(exercise_6_3, my_ngram_matches)

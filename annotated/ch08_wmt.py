@@ -59,6 +59,7 @@ from annotated.ch05_text import (
 )
 from annotated.ch06_decoding import DecodeConfig, tokenized_bleu
 from annotated.datasets import read_wmt14
+from annotated.exercises import Exercise, Mistake
 from annotated.runs import Run, RunConfig, final_scores, pick_profile, train_run
 
 # %% tags=["active-ipynb"]
@@ -655,3 +656,84 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # made of the most frequent words and phrases, not yet a translation. Read the number as a check
 # that the pipeline runs end to end and scores honestly, not as a result. The way to 27.3 is the
 # command in section 9, on the full data, with GPUs.
+
+# %% [markdown]
+# ## Exercises
+#
+# **8.1 Predict.** The same base model is trained once on one GPU and once on eight, with
+# `tokens_per_step=25000` both times. Do the two runs take the same number of optimizer steps
+# per epoch? The same steps?
+#
+# <details><summary>Answer</summary>
+#
+# The same number: one GPU accumulates 8 micro-batches of 3,125 tokens per step, eight GPUs take
+# one each, so a step holds the same batches either way and the schedule means the same thing.
+# The same steps up to rounding: the gradients are sums of the same numbers added in another
+# order, so the weights drift apart in their last bits; section 9's check, in float64, shows how
+# small that is.
+#
+# </details>
+#
+# **8.2 Implement** `my_accumulation(tokens_per_step, max_tokens, processes)`: how many
+# micro-batches each process runs per optimizer step so that a step holds about `tokens_per_step`
+# tokens, rounded to the nearest whole number and never fewer than one.
+#
+# **8.3 Modify.** Run `step_plan` for the `sample` profile with 1, 2 and 4 processes. What happens
+# to the steps per epoch when `accumulate` cannot stay a whole number, and why is that a problem
+# for comparing runs?
+#
+# <details><summary>Answer</summary>
+#
+# With 4 processes, 6,000 tokens a step would need 0.5 micro-batches of 3,000 each; it is raised
+# to at least 1, so a step holds 12,000 tokens and an epoch has half as many steps. The learning-rate
+# schedule counts steps, so the two runs then follow different schedules over the same data.
+#
+# </details>
+
+
+# %%
+exercise_8_2 = Exercise(
+    "exercise 8.2 (micro-batches per step)",
+    "my_accumulation(tokens_per_step, max_tokens, processes) -> int >= 1",
+    lambda tokens, max_tokens, processes: WMTConfig(
+        tokens_per_step=tokens, max_tokens=max_tokens
+    ).accumulation(processes),
+    lambda: [
+        ((tokens, max_tokens, processes), {})
+        for tokens, max_tokens, processes in (
+            (25000, 3125, 1),
+            (25000, 3125, 8),
+            (6000, 3000, 1),
+            (6000, 3000, 4),
+            (10000, 3000, 1),
+            (5000, 3000, 1),
+            (25000, 4000, 2),
+        )
+    ],
+    (
+        Mistake(
+            "the processes are ignored: each of them runs its own share of the step's batches.",
+            lambda tokens, max_tokens, processes: max(1, round(tokens / max_tokens)),
+        ),
+        Mistake(
+            "the count is rounded down; round to the nearest whole number.",
+            lambda tokens, max_tokens, processes: max(1, tokens // (max_tokens * processes)),
+        ),
+        Mistake(
+            "it can be 0: with more processes than micro-batches, every process still runs one.",
+            lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
+        ),
+    ),
+)
+
+# %% tags=["active-ipynb"]
+# from annotated.exercises import check  # runs your function against the book's
+
+# %% tags=["active-ipynb", "hide-input"]
+# def my_accumulation(tokens_per_step, max_tokens, processes):
+#     ### BEGIN SOLUTION
+#     return max(1, round(tokens_per_step / (max_tokens * processes)))
+#     ### END SOLUTION
+#
+#
+# check(exercise_8_2, my_accumulation)

@@ -135,3 +135,43 @@
 # Each of these changes one part of what chapters 1–3 built: which stack is kept, what it is
 # trained to predict, or which positions attend to which. A reader who has built those parts can
 # read any of these papers with the code at hand.
+
+# %% [markdown]
+# ## Exercises
+#
+# **9.1 Predict.** Table 2 gives training costs in floating-point operations. Using chapter 0's
+# counts, roughly how would the base model's cost change if every training sentence were twice as
+# long, with the same number of sentences?
+#
+# <details><summary>Answer</summary>
+#
+# A little more than twice. Most of the arithmetic is in the projections and the feed-forward
+# layers, which grow linearly with the number of tokens; only the attention scores grow with the
+# square of the length, and for sentences much shorter than $d_\text{model}$ they are a small share.
+#
+# </details>
+#
+# **9.2 Discuss.** Which claim of section 7 would you test first with a week of one GPU, and what
+# would you measure? Write down the experiment before you look at the lab notebook for ideas.
+#
+# <details><summary>One answer</summary>
+#
+# The speed claim, side by side: train a recurrent encoder-decoder and the base Transformer on the
+# same data, batches and hardware, and plot validation BLEU against GPU hours. The paper compares
+# costs estimated from other papers; a measured comparison on one machine is what it leaves open.
+#
+# </details>
+#
+# **9.3 Modify.** Add a band mask to chapter 1's masks, so that each position attends only to the
+# $r$ positions on either side, and train the copy task with it for $r = 1$ and $r = 3$. Which one
+# still copies, and why?
+#
+# <details><summary>Answer</summary>
+#
+# Copying needs output position $i$ to reach source position $i$ through the encoder-decoder
+# attention, which the band mask does not restrict if you apply it only to self-attention, so
+# both can copy. Apply it to the encoder-decoder attention too, and position $i$ can still see
+# source position $i$ for any $r \ge 0$: the task is local. A task that moves information far, such
+# as reversing, is the one a narrow band breaks.
+#
+# </details>

@@ -275,3 +275,41 @@
 # These re-make the recipes with today's code, not the original runs bit for bit. The code may
 # differ in small ways from the code of the time, and the machine will differ, so expect scores
 # near those above, not equal to them.
+
+# %% [markdown]
+# ## Exercises
+#
+# **A.1 Predict.** Runs 4 and 6 differ only in their dropout schedule. Before reading the table of
+# section 5, predict where the rising schedule's advantage is largest: early, in the middle, or
+# at the end of training. Then check.
+#
+# <details><summary>Answer</summary>
+#
+# Early: at the start the rising schedule uses 0.1 where the fixed one uses 0.2, and a model that
+# underfits gains most from less dropout. The table shows the largest gap at step 456 (11.6 against
+# 5.5) and a much smaller one at the end.
+#
+# </details>
+#
+# **A.2 Discuss.** Each recipe here was run once. What is the smallest experiment that would tell
+# whether run 6's 0.4 BLEU over run 4 on the test set is more than seed-to-seed noise?
+#
+# <details><summary>One answer</summary>
+#
+# Train both recipes with three or more seeds each (different initialization and batch order, the
+# same data) and compare the two groups: the difference matters when it is larger than the spread
+# within each group. Chapter 7's two makings of run 6 on two machines already differ by 0.15 to
+# 0.33, a first hint of the noise.
+#
+# </details>
+#
+# **A.3 Modify.** Pick one idea of section 7 and run it with the `class` profile of chapter 7 (15
+# minutes), against the unchanged `class` profile with the same seed. Report the validation BLEU of
+# both at every epoch, and say whether the difference could be noise.
+#
+# <details><summary>What to hand in</summary>
+#
+# A table of validation BLEU per epoch for both runs, the final test scores, and one sentence on
+# whether the difference is larger than the noise you would expect from A.2.
+#
+# </details>

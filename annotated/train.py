@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-PROFILES = {"multi30k": ("full", "smoke"), "wmt": ("sample", "smoke", "base", "big")}
+PROFILES = {"multi30k": ("full", "class", "smoke"), "wmt": ("sample", "smoke", "base", "big")}
 COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
 
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         choices=sorted({p for profiles in PROFILES.values() for p in profiles}),
         default=None,
-        help="multi30k: full, smoke; wmt: sample, smoke, base, big "
+        help="multi30k: full, class, smoke; wmt: sample, smoke, base, big "
         "(default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
     )
     parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/<task>-<profile>")

@@ -140,7 +140,8 @@ def stage() -> list[Chapter]:
     if not found:
         raise SystemExit(f"no chapter notebooks in {NOTEBOOKS}: run `make notebooks` first")
     pages = {c.notebook.name: page_source(c.notebook) for c in found}
-    _mirror(SOURCE, {"index.md": (SITE / "index.md").read_bytes()} | pages)
+    extra_pages = {name: (SITE / name).read_bytes() for name in ("index.md", "course.md")}
+    _mirror(SOURCE, extra_pages | pages)
     downloads = {c.notebook.name: c.notebook.read_bytes() for c in found}
     downloads |= {c.module.name: c.module.read_bytes() for c in found if c.module}
     _mirror(EXTRA / DOWNLOADS, downloads)

@@ -148,3 +148,26 @@ def test_length_penalty_sweep_decodes_once_per_alpha(monkeypatch):
     assert calls == [("val", 100, 4, 0.0), ("val", 100, 4, 0.6), ("val", 100, 4, 2.0)]
     assert list(table.columns) == ["α", "BLEU", "chrF", "length ratio"]
     assert list(table["BLEU"]) == [30.0, 30.6, 32.0]
+
+
+def test_the_class_profile_is_the_recipe_cut_to_fifteen_minutes(monkeypatch):
+    monkeypatch.setenv("ANNOTATED_PROFILE", "class")
+    name, config = profile_config()
+    full = PROFILES["full"]
+    assert name == "class" and config.N == 2 and config.epochs == 5
+    # The same code path as the full recipe: words, warmup then cooldown, rising dropout, beam.
+    same = (
+        "vocab_size",
+        "min_freq",
+        "max_tokens",
+        "d_model",
+        "d_ff",
+        "h",
+        "norm_first",
+        "lr_factor",
+    )
+    assert all(getattr(config, field) == getattr(full, field) for field in same)
+    assert config.p_drop_final is not None and config.cooldown_epochs > 0
+    assert config.decoding == full.decoding
+    train = config.train_config(steps_per_epoch=152)
+    assert train.max_steps == 760 and train.cooldown == 380 and train.warmup < train.max_steps

@@ -150,6 +150,12 @@ def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
     assert "ch00_preface" not in deps
 
 
+def test_imports_in_notebook_only_cells_are_dependencies_too():
+    # ch09 imports chapter 8's table_2 in a notebook-only cell, never at module level.
+    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch09_conclusion.py")}
+    assert "ch08_wmt" in deps
+
+
 def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
     deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch08_wmt.py")}
     assert {"ch05_text", "ch06_decoding", "runs"} <= deps
@@ -209,7 +215,9 @@ def test_notebooks_carry_no_volatile_metadata():
     for source in CHAPTERS:
         saved = nbformat.read(book.notebook_for(source), as_version=4)
         assert set(saved.metadata) <= {"kernelspec", "language_info", "annotated"}
-        assert all(not c.metadata for c in saved.cells)
+        # Only the site's tags survive (hide-input folds an exercise's solution).
+        assert all(set(c.metadata) <= {"tags"} for c in saved.cells)
+        assert {t for c in saved.cells for t in c.metadata.get("tags", [])} <= {"hide-input"}
 
 
 @pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])

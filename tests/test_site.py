@@ -399,3 +399,39 @@ def test_page_fits_a_phone_screen(site, server, browser, name):
         page.screenshot(path=str(SCREENSHOTS / f"phone-{name}.png"))
     finally:
         context.close()
+
+
+EXERCISE_PAGES = [c.stem for c in CHAPTERS if c.stem[:4] in {f"ch{n:02d}" for n in range(1, 9)}]
+
+
+def test_every_chapter_page_ends_with_exercises_whose_answers_are_folded(site):
+    for chapter in CHAPTERS:
+        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        assert 'id="exercises"' in html, f"{chapter.stem}: no Exercises section"
+        assert "<details>" in html, f"{chapter.stem}: no folded answer"
+        assert "<details open" not in html.split('id="exercises"')[1]
+
+
+@pytest.mark.parametrize("name", EXERCISE_PAGES)
+def test_exercise_solutions_are_folded_until_asked(site, server, browser, name):
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page, _ = read_page(context, f"{server}{name}.html", served_from(server))
+        section = page.locator("section#exercises")
+        answer = section.locator("details:not(.hide)").first  # a predict exercise's answer
+        assert answer.get_attribute("open") is None
+        text = answer.locator("p").first
+        assert not text.is_visible(), f"{name}: an answer shows before it is asked for"
+        answer.locator("summary").click()
+        text.wait_for(state="visible")
+        solution = section.locator("details.hide.above-input").first  # myst-nb's hide-input
+        code = solution.locator("pre").first
+        assert "BEGIN SOLUTION" in code.inner_text() or not code.is_visible()
+        assert not code.is_visible(), f"{name}: a solution shows before it is asked for"
+        solution.locator("summary").click()
+        code.wait_for(state="visible")
+        assert "BEGIN SOLUTION" in code.inner_text()
+        # The check's verdict is an output, outside the fold: always visible.
+        assert section.get_by_text("your function agrees with the book's").first.is_visible()
+    finally:
+        context.close()

@@ -35,6 +35,7 @@ ROOT = REPO_ROOT
 PACKAGE = ROOT / "annotated"
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+SITE_TAGS = ("hide-input",)  # cell tags kept in the notebooks, for the site
 CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later chapter
 
 
@@ -48,9 +49,15 @@ def notebook_for(source: Path) -> Path:
 
 
 def _imported_modules(source: Path) -> set[str]:
-    """Names of the `annotated` modules that a source file imports."""
+    """Names of the `annotated` modules that a source file imports (a chapter's notebook-only cells too)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+    is_chapter = source.parent == PACKAGE and source.name.startswith("ch")
+    code = (
+        notebook_code(source).replace("\n\0", "\n")
+        if is_chapter
+        else source.read_text(encoding="utf-8")
+    )
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             parts = node.module.split(".")
             if parts[0] == "annotated":
@@ -136,7 +143,9 @@ def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
     if digest or executed:
         notebook.metadata["annotated"] = {"executed_from": digest or executed}
     for cell in notebook.cells:
-        cell.metadata = nbformat.from_dict({})
+        # Only the tags the site reads (hide-input folds an exercise's solution) survive.
+        tags = [tag for tag in cell.metadata.get("tags", []) if tag in SITE_TAGS]
+        cell.metadata = nbformat.from_dict({"tags": tags} if tags else {})
     _stable_cell_ids(notebook)
     notebook.nbformat, notebook.nbformat_minor = 4, 5
 

@@ -1,0 +1,161 @@
+"""Exercises whose checks say what is wrong: `check(exercise_1_2, your_function)`.
+
+Each chapter ends with exercises. An "implement" exercise is an `Exercise`: the book's own function
+(the reference), a set of inputs (random ones and edge cases), and the **mistakes** students
+plausibly make, each written out as a small wrong function with a hint. `check` runs the student's
+function on every input and compares it with the reference. At the first difference it looks for
+the known mistake that gives exactly the student's output there, and names it; otherwise it says
+what differs (a shape, a value, a length). It never shows a traceback: an unfinished stub
+(`raise NotImplementedError`) is reported as not done yet, and any other exception in one line.
+`check` returns True or False and prints one line, so a notebook of exercises always runs to its
+end. The tests of every chapter hold wrong answers that each check must reject with the right hint.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+Case = tuple[tuple, dict]  # positional and keyword arguments of one call
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A plausible wrong answer, written out, and the hint to give when a student's output matches it."""
+
+    hint: str
+    function: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """An "implement" exercise: what to write, the book's answer, the inputs, the known mistakes."""
+
+    name: str  # "1.2 scaled dot-product attention"
+    task: str  # one line: what the function takes and returns
+    reference: Callable[..., Any]
+    cases: Callable[[], list[Case]]  # built afresh for each check (random, seeded, and edge cases)
+    mistakes: Sequence[Mistake] = field(default_factory=tuple)
+    atol: float = 1e-6  # tensors and floats must agree to this (relative to their size)
+
+
+def check(exercise: Exercise, answer: Callable[..., Any]) -> bool:
+    """Run `answer` on the exercise's inputs against the book's function; print one line, say if right."""
+    cases = exercise.cases()
+    for number, (args, kwargs) in enumerate(cases, start=1):
+        expected = exercise.reference(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        try:
+            got = answer(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except NotImplementedError:
+            print(
+                f"… {exercise.name}: not done yet. Replace `raise NotImplementedError` with your code."
+            )
+            return False
+        except Exception as error:  # a student's bug: one line, not a traceback wall
+            print(
+                f"✗ {exercise.name}: your function raised {type(error).__name__} on input {number} "
+                f"({describe(args, kwargs)}): {error}"
+            )
+            return False
+        difference = compare(got, expected, exercise.atol)
+        if difference is None:
+            continue
+        hint = diagnose(exercise, args, kwargs, got)
+        print(
+            f"✗ {exercise.name}: on input {number} ({describe(args, kwargs)}) {difference}."
+            + (f" Likely: {hint}" if hint else "")
+        )
+        return False
+    print(f"✓ {exercise.name}: your function agrees with the book's on all {len(cases)} inputs.")
+    return True
+
+
+def diagnose(exercise: Exercise, args: tuple, kwargs: dict, got: Any) -> str | None:
+    """The hint of the first known mistake whose output equals the student's on this input."""
+    for mistake in exercise.mistakes:
+        try:
+            wrong = mistake.function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        except Exception:  # noqa: BLE001 - a mistake that cannot run here is not the student's
+            continue
+        if compare(got, wrong, exercise.atol) is None:
+            return mistake.hint
+    return None
+
+
+def compare(got: Any, expected: Any, atol: float) -> str | None:
+    """None if `got` equals `expected` (tensors and floats to within atol), else what differs."""
+    if isinstance(expected, Tensor):
+        if not isinstance(got, Tensor):
+            return f"you returned a {type(got).__name__}, the book returns a tensor"
+        if tuple(got.shape) != tuple(expected.shape):
+            return f"your output has shape {tuple(got.shape)}, the book's {tuple(expected.shape)}"
+        if expected.dtype == torch.bool or not expected.is_floating_point():
+            if got.dtype != expected.dtype and expected.dtype == torch.bool:
+                return f"your output is {got.dtype}, the book's is torch.bool"
+            wrong = (got != expected).nonzero()
+            if len(wrong):
+                index = tuple(wrong[0].tolist())
+                return f"at index {index} you have {got[index].item()}, the book {expected[index].item()}"
+            return None
+        got64, expected64 = got.detach().double(), expected.detach().double()
+        if torch.isnan(got64).any() and not torch.isnan(expected64).any():
+            return "your output has NaN where the book's has numbers"
+        scale = max(1.0, expected64.abs().max().item()) if expected64.numel() else 1.0
+        gap = (got64 - expected64).abs().nan_to_num(nan=math.inf)
+        if gap.numel() and gap.max().item() > atol * scale:
+            index = tuple(int(i) for i in (gap == gap.max()).nonzero()[0].tolist())
+            return (
+                f"at index {index} you have {got64[index].item():.4g}, "
+                f"the book {expected64[index].item():.4g}"
+            )
+        return None
+    if isinstance(expected, float) or isinstance(got, float):
+        if not isinstance(got, int | float) or isinstance(got, bool):
+            return f"you returned a {type(got).__name__}, the book returns a number"
+        if not math.isclose(got, expected, rel_tol=atol, abs_tol=atol):
+            return f"you have {got:.6g}, the book {expected:.6g}"
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return "your result does not have the book's keys"
+        for key in expected:
+            difference = compare(got[key], expected[key], atol)
+            if difference is not None:
+                return f"for {key!r}: {difference}"
+        return None
+    if isinstance(expected, list | tuple):
+        if not isinstance(got, list | tuple):
+            return (
+                f"you returned a {type(got).__name__}, the book returns a {type(expected).__name__}"
+            )
+        if len(got) != len(expected):
+            return f"your result has {len(got)} items, the book's {len(expected)}"
+        for index, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+            difference = compare(mine, theirs, atol)
+            if difference is not None:
+                return f"item {index}: {difference}"
+        return None
+    if got != expected:
+        return f"you have {got!r}, the book {expected!r}"
+    return None
+
+
+def describe(args: tuple, kwargs: dict) -> str:
+    """A short description of one input, for the messages: shapes of tensors, values of the rest."""
+
+    def one(value: Any) -> str:
+        if isinstance(value, Tensor):
+            return f"{value.dtype}".replace("torch.", "") + f" {tuple(value.shape)}"
+        if isinstance(value, list | tuple) and len(value) > 4:
+            return f"{type(value).__name__} of {len(value)}"
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    parts = [one(value) for value in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)

@@ -1,0 +1,87 @@
+"""The student edition (`make student`): solutions and answers taken out, and every notebook still
+runs to its end, each unfinished exercise reporting "not done yet" instead of a traceback."""
+
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from annotated.files import REPO_ROOT as ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import student  # noqa: E402
+
+from annotated.figures import HTML_ENV  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def edition(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("student")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "student.py"), str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "solutions taken out" in result.stdout
+    return folder
+
+
+def test_strip_solutions_keeps_the_function_and_the_check():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\n\ncheck(exercise, f)"
+        ),
+        nbformat.v4.new_markdown_cell(
+            "**1.1 Predict.** What?\n\n<details><summary>Answer</summary>\n\nThis.\n\n</details>"
+        ),
+    ]
+    assert student.strip_solutions(notebook) == 1
+    code, text = notebook.cells[0].source, notebook.cells[1].source
+    assert "return x + 1" not in code and "BEGIN SOLUTION" not in code
+    assert '    raise NotImplementedError("exercise: write your answer here")' in code
+    assert code.startswith("def f(x):") and code.endswith("check(exercise, f)")
+    assert text == "**1.1 Predict.** What?" and "This." not in text
+
+
+def test_the_edition_has_every_chapter_without_answers(edition):
+    notebooks = sorted((edition / "notebooks").glob("ch*.ipynb"))
+    assert [n.stem for n in notebooks] == [
+        p.stem for p in sorted((ROOT / "annotated").glob("ch[0-9][0-9]_*.py"))
+    ]
+    stubs = 0
+    for path in notebooks:
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            assert "BEGIN SOLUTION" not in cell.source and "<details>" not in cell.source, path.name
+            if cell.cell_type == "code":
+                assert cell.outputs == [], f"{path.name}: outputs must be cleared"
+                stubs += cell.source.count('raise NotImplementedError("exercise')
+        assert any("## Exercises" in c.source for c in notebook.cells), (
+            f"{path.name} has no exercises"
+        )
+    assert stubs >= 13  # every "implement" exercise
+    assert (edition / "README.md").exists()
+
+
+@pytest.mark.multi30k
+def test_the_student_notebooks_run_and_every_stub_says_not_done_yet(edition):
+    from nbclient import NotebookClient
+
+    os.environ.setdefault("ANNOTATED_PROFILE", "smoke")
+    os.environ[HTML_ENV] = "1"
+    for path in sorted((edition / "notebooks").glob("ch*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        NotebookClient(
+            notebook,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(ROOT / "notebooks")}},
+        ).execute()
+        for cell in notebook.cells:
+            if cell.cell_type == "code" and "check(exercise_" in cell.source:
+                text = "".join(o.get("text", "") for o in cell.outputs)
+                assert "not done yet" in text and "Traceback" not in text, (path.name, text)

@@ -1,0 +1,90 @@
+"""Write the student edition of the book: the notebooks with the exercise solutions taken out.
+
+    python tools/student.py [FOLDER]      # default: _build/student (`make student`)
+
+A chapter's "implement" solutions sit in its notebook-only code cells between a line
+`### BEGIN SOLUTION` and a line `### END SOLUTION` (nbgrader's markers). Here each such block
+becomes `raise NotImplementedError(...)` at the same indentation, so the function's signature,
+the exercise and its `check(...)` call stay, and the check reports "not done yet" instead of a
+traceback. The answers of "predict" and "modify" exercises (`<details>` blocks in markdown) are
+removed, and every output is cleared. The chapters are read from annotated/*.py, the single
+source, so nothing is ever synced back from a student notebook (jupytext/jupytext#157 is how
+answers leak back into paired files). FOLDER gets notebooks/ and a README.md for the teacher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import book  # noqa: E402 (tools/book.py: the chapters and how notebooks are written)
+
+SOLUTION = re.compile(
+    r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*\n?",
+    re.MULTILINE | re.DOTALL,
+)
+ANSWER = re.compile(r"\n*<details>.*?</details>[ \t]*", re.DOTALL)
+STUB = '{indent}raise NotImplementedError("exercise: write your answer here")\n'
+
+TEACHER_README = """# The Annotated Transformer, student edition
+
+These notebooks are the book's chapters with the exercise solutions taken out: each "implement"
+exercise raises `NotImplementedError` until the student writes it, and its `check(...)` cell says
+what is wrong with an answer, naming the likely mistake. The answers to the "predict" and "modify"
+exercises are removed too; they are in the full edition (the book's own notebooks and site).
+
+Students need the book installed (`make setup` in a clone, or `pip install` of the repository),
+so that `annotated.exercises` and the data loaders import. Chapters 7 and 8 train; set
+`ANNOTATED_PROFILE=class` for chapter 7's 15-minute class run, or `smoke` for a one-minute check.
+"""
+
+
+def strip_solutions(notebook: nbformat.NotebookNode) -> int:
+    """Replace solutions by stubs and remove answers, in place; return how many solutions went."""
+    removed = 0
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.source, count = SOLUTION.subn(
+                lambda m: STUB.format(indent=m["indent"]), cell.source
+            )
+            removed += count
+            cell.outputs, cell.execution_count = [], None
+        elif cell.cell_type == "markdown":
+            cell.source = ANSWER.sub("", cell.source)
+    return removed
+
+
+def write_edition(folder: Path) -> dict[str, int]:
+    """Write every chapter's student notebook into folder/notebooks; solutions removed per chapter."""
+    target = folder / "notebooks"
+    target.mkdir(parents=True, exist_ok=True)
+    removed = {}
+    for source in book.chapters():
+        notebook = jupytext.read(source)
+        removed[source.stem] = strip_solutions(notebook)
+        book._normalise(notebook, None)
+        book.write_atomically(notebook, target / f"{source.stem}.ipynb")
+    (folder / "README.md").write_text(TEACHER_README, encoding="utf-8")
+    return removed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=book.ROOT / "_build" / "student")
+    args = parser.parse_args(argv)
+    removed = write_edition(args.folder)
+    print(
+        f"student edition: {args.folder / 'notebooks'} ({len(removed)} chapters, "
+        f"{sum(removed.values())} solutions taken out)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
