@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "site"))
 import booksite  # noqa: E402  (site/booksite.py)
 
 CHAPTERS = booksite.chapters()
-PAGES = ["index"] + [chapter.stem for chapter in CHAPTERS]
+PAGES = ["index", "course"] + [chapter.stem for chapter in CHAPTERS]
+PLAIN_PAGES = {"index": False, "course": True}  # pages that are not notebooks: do they have math?
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
 # Flags this machine's Chromium needs headless; the host resolver rule makes every name but the
@@ -69,7 +70,7 @@ def _outputs(notebook: Path):
 
 def expected_charts(page: str) -> dict[str, bool]:
     """Chart box id -> whether the chart has tooltips, for every chart saved in the notebook."""
-    if page == "index":
+    if page in PLAIN_PAGES:
         return {}
     charts = {}
     for output in _outputs(booksite.NOTEBOOKS / f"{page}.ipynb"):
@@ -81,8 +82,8 @@ def expected_charts(page: str) -> dict[str, bool]:
 
 
 def expects_math(page: str) -> bool:
-    if page == "index":
-        return False
+    if page in PLAIN_PAGES:
+        return PLAIN_PAGES[page]
     cells = json.loads((booksite.NOTEBOOKS / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
     text = "\n".join(
         "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -310,6 +311,9 @@ def test_every_chapter_has_a_page_in_reading_order(site):
     assert list(dict.fromkeys(order)) == [chapter.stem for chapter in CHAPTERS]
     text = re.sub(r"<[^>]+>", "", index)  # the code block is split into highlighted spans
     assert "make book" in text and "make test" in text
+    assert 'href="course.html"' in index, "the landing page links the course page"
+    course = re.sub(r"<[^>]+>", "", (site / "course.html").read_text(encoding="utf-8"))
+    assert "Syllabus" in course and "ANNOTATED_PROFILE=class" in course and "make student" in course
 
 
 def test_chapter_pages_offer_their_notebook_and_python_source(site):
