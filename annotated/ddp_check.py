@@ -85,7 +85,13 @@ def thread_names() -> list[str]:
     tasks = Path("/proc/self/task")
     if not tasks.exists():
         return []
-    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
+    names = []
+    for task in tasks.iterdir():
+        try:
+            names.append((task / "comm").read_text().strip())
+        except FileNotFoundError:  # the thread ended while we listed them: it outlives nothing
+            continue
+    return sorted(names)
 
 
 if __name__ == "__main__":
