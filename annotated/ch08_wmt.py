@@ -174,30 +174,31 @@ class WMTConfig(RunConfig):
         return max(1, round(self.tokens_per_step / (self.max_tokens * processes)))
 
 
+SAMPLE = WMTConfig(
+    data="toy",
+    vocab_size=8000,
+    tokens_per_step=6000,
+    max_tokens=3000,
+    N=3,
+    d_model=256,
+    d_ff=1024,
+    h=4,
+    norm_first=True,
+    fast_dropout=True,
+    warmup=300,
+    lr_factor=0.7,
+    steps=100_000,  # the time limit ends it
+    max_minutes=20.0,
+    evals_per_epoch=1,
+    average_last=5,
+)
 WMT_PROFILES = {
     "base": WMTConfig(),
     "big": WMTConfig(d_model=1024, d_ff=4096, h=16, p_drop=0.3, steps=300_000, average_last=20),
-    "sample": WMTConfig(
-        data="toy",
-        vocab_size=8000,
-        tokens_per_step=6000,
-        max_tokens=3000,
-        N=3,
-        d_model=256,
-        d_ff=1024,
-        h=4,
-        norm_first=True,
-        fast_dropout=True,
-        warmup=300,
-        lr_factor=0.7,
-        steps=100_000,  # the time limit ends it
-        max_minutes=20.0,
-        evals_per_epoch=1,
-        average_last=5,
-    ),
-    "smoke": WMTConfig(
-        data="toy",
-        vocab_size=8000,
+    "sample": SAMPLE,
+    # A few steps in CI: the sample's recipe on a tiny model and 400 pairs, through the same code.
+    "smoke": dataclasses.replace(
+        SAMPLE,
         train_pairs=400,
         tokens_per_step=600,
         max_tokens=300,
@@ -205,12 +206,10 @@ WMT_PROFILES = {
         d_model=32,
         d_ff=64,
         h=2,
-        norm_first=True,
-        fast_dropout=True,
         warmup=10,
         lr_factor=2.0,
         steps=6,
-        evals_per_epoch=1,
+        max_minutes=None,
         average_last=2,
         val_sentences=20,
         test_sentences=20,
