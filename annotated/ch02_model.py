@@ -68,6 +68,7 @@ class ModelConfig:
     share_embeddings: bool = False  # tie source/target embeddings and the output layer (3.4)
     tie_target_embeddings: bool = False  # tie only the target embedding and the output layer
     max_len: int = 5000  # positions the sinusoid table holds at first; longer inputs extend it
+    learned_positions: bool = False  # True: a trained table of max_len positions (Table 3, row E)
 
     def __post_init__(self) -> None:
         for name in ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len"):
@@ -444,6 +445,26 @@ class PositionalEncoding(nn.Module):
         return self.dropout(x + self.table[start:end])
 
 
+class LearnedPositions(nn.Module):
+    """Table 3's row E: a trained vector per position, added to the input, then dropout."""
+
+    def __init__(self, d_model: int, p_drop: float, max_len: int) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(p_drop)
+        self.table = nn.Embedding(max_len, d_model)  # (max_len, d_model), trained like any weight
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position `start`."""
+        end = start + x.size(1)
+        if end > self.table.num_embeddings:
+            raise ValueError(
+                f"position {end - 1} is past the {self.table.num_embeddings} learned positions: "
+                "a learned table has no row for it. Build the model with a larger max_len "
+                "(and train it), or use the sinusoids, which are defined for every position"
+            )
+        return self.dropout(x + self.table.weight[start:end])
+
+
 # %% [markdown]
 # A picture of the first 100 positions and 64 dimensions: fast oscillations on the left,
 # slow drifts on the right. Every row is different, so every position has a unique signature.
@@ -685,13 +706,14 @@ class EncoderDecoder(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
+        positions = LearnedPositions if config.learned_positions else PositionalEncoding
         self.src_embed = nn.Sequential(
             Embeddings(config.src_vocab, config.d_model),
-            PositionalEncoding(config.d_model, config.p_drop, config.max_len),
+            positions(config.d_model, config.p_drop, config.max_len),
         )
         self.tgt_embed = nn.Sequential(
             Embeddings(config.tgt_vocab, config.d_model),
-            PositionalEncoding(config.d_model, config.p_drop, config.max_len),
+            positions(config.d_model, config.p_drop, config.max_len),
         )
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)

@@ -534,7 +534,7 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
 # The paper keeps $P_{drop}$ fixed for the whole run. A small dataset pulls two ways here. Early
 # on the model underfits, and dropout only slows it down; late in a run it has seen every
 # sentence many times and starts to memorise them, which is exactly what dropout is for.
-# The Multi30k runs of chapter 7 meet both (the lab notebook, chapter 10, has the details): at
+# The Multi30k runs of chapter 7 meet both (the lab notebook, the appendix, has the details): at
 # 0.3 the model learns much more slowly in the first half hour than at 0.2, yet at 0.2 its
 # validation score stops rising in the last quarter hour while the training loss keeps falling.
 # So the loop can also move dropout during training: with `TrainConfig.p_drop_final` set, the
@@ -775,7 +775,9 @@ def load_checkpoint(
         raise ValueError(
             f"{path} is not a training checkpoint of this book (version {state.get('version')!r})"
         )
-    differences = _config_differences(state["model_config"], dataclasses.asdict(model_config))
+    # Checkpoints written before `learned_positions` existed used the sinusoids.
+    saved_model = {"learned_positions": False, **state["model_config"]}
+    differences = _config_differences(saved_model, dataclasses.asdict(model_config))
     if train_config is not None:
         # How long to train and how often to save do not change the steps already taken, so a
         # finished run can be extended (unless a cooldown or a dropout schedule ties it to its end);

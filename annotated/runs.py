@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from annotated.ch03_training import (
     rank_and_world,
     read_checkpoint,
     train,
+    use_bf16,
     use_fast_dropout,
 )
 from annotated.ch05_text import BatchPlan, Corpus
@@ -75,6 +77,9 @@ class RunConfig:
     d_model: int = 512
     d_ff: int = 2048
     h: int = 8
+    d_k: int | None = None  # query/key width per head (None: d_model // h)
+    d_v: int | None = None  # value width per head (None: d_model // h)
+    learned_positions: bool = False  # a trained position table instead of sinusoids (Table 3, E)
     p_drop: float = 0.1
     p_drop_final: float | None = None  # dropout rising linearly to this by the last step (ch. 3)
     norm_first: bool = False  # the paper's post-norm
@@ -116,6 +121,9 @@ class RunConfig:
             d_model=self.d_model,
             d_ff=self.d_ff,
             h=self.h,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            learned_positions=self.learned_positions,
             p_drop=self.p_drop,
             norm_first=self.norm_first,
             tie_target_embeddings=not shared,
@@ -166,6 +174,22 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     with atomic_write(path, "w", encoding="utf-8") as handle:
         frame.to_csv(handle, index=False)
+
+
+def machine() -> str:
+    """CPU architecture and model, cores, torch version and threads, bf16 support."""
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{platform.machine()} {model}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}"
+    )
 
 
 def training_device() -> torch.device:

@@ -3,32 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 from pathlib import Path
 
-import torch
-
-from annotated.ch03_training import use_bf16
 from annotated.files import atomic_write
+from annotated.runs import machine  # noqa: F401  (the benchmarks import it from here)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-
-
-def machine() -> str:
-    """CPU architecture and model, cores, torch version and threads, bf16 support."""
-    model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{platform.machine()} {model}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}"
-    )
 
 
 def write_results(name: str, record: dict) -> Path:

@@ -12,6 +12,7 @@ from annotated.ch02_model import (
     DecoderLayer,
     EncoderLayer,
     LayerNorm,
+    LearnedPositions,
     ModelConfig,
     PositionalEncoding,
     count_parameters,
@@ -292,6 +293,35 @@ def test_decoding_with_a_cache_continues_the_positions():
     cache = DecoderCache(model)  # chapter 6's cache, through ch02's DecoderState protocol
     model.decode(memory, src_mask, tgt[:, :3], torch.ones(1, 3, 3, dtype=torch.bool).tril(), cache)
     assert [own.length for own, _ in cache] == [3, 3]
+    last = model.decode(memory, src_mask, tgt[:, 3:], None, cache)
+    torch.testing.assert_close(last[:, 0], full[:, 3], rtol=0, atol=1e-5)
+
+
+def test_learned_positions_add_a_trained_table_per_stack_and_refuse_unseen_positions():
+    # Table 3, row E: one (max_len, d_model) table for each stack, and no row past max_len.
+    sinusoids = make_model(small_config(max_len=16))
+    learned = make_model(small_config(max_len=16, learned_positions=True))
+    assert count_parameters(learned) - count_parameters(sinusoids) == 2 * 16 * 64
+    assert isinstance(learned.src_embed[1], LearnedPositions)
+    layer = LearnedPositions(8, 0.0, max_len=5)
+    x = torch.zeros(2, 3, 8)
+    torch.testing.assert_close(layer(x, start=2), layer.table.weight[2:5].expand(2, 3, 8))
+    with pytest.raises(ValueError, match="past the 5 learned positions"):
+        layer(x, start=3)
+    with pytest.raises(ValueError, match="past the 16 learned positions"):
+        learned(torch.ones(1, 17, dtype=torch.long), torch.ones(1, 3, dtype=torch.long),
+                torch.ones(1, 1, 17, dtype=torch.bool), torch.ones(1, 3, 3, dtype=torch.bool))  # fmt: skip
+
+
+def test_decoding_with_a_cache_continues_learned_positions_too():
+    torch.manual_seed(1)
+    model = make_model(small_config(learned_positions=True, max_len=12)).eval()
+    src, tgt = torch.randint(1, 19, (2, 5)), torch.randint(1, 19, (2, 4))
+    src_mask = torch.ones(2, 1, 5, dtype=torch.bool)
+    memory = model.encode(src, src_mask)
+    full = model.decode(memory, src_mask, tgt, torch.ones(1, 4, 4, dtype=torch.bool).tril())
+    cache = DecoderCache(model)
+    model.decode(memory, src_mask, tgt[:, :3], torch.ones(1, 3, 3, dtype=torch.bool).tril(), cache)
     last = model.decode(memory, src_mask, tgt[:, 3:], None, cache)
     torch.testing.assert_close(last[:, 0], full[:, 3], rtol=0, atol=1e-5)
 

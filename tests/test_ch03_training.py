@@ -464,6 +464,21 @@ def test_checkpoint_refuses_another_configuration_but_allows_extending(tmp_path)
         load_checkpoint(tmp_path / "missing.pt", model.config)
 
 
+def test_a_checkpoint_from_before_learned_positions_loads_as_sinusoids(tmp_path):
+    checkpoint = tmp_path / "old.pt"
+    model = tiny_model()
+    train(
+        model, source(), TrainConfig(max_steps=2, warmup=2), checkpoint=checkpoint, progress=False
+    )
+    state = torch.load(checkpoint, weights_only=True)
+    del state["model_config"]["learned_positions"]  # as every checkpoint written before row E
+    torch.save(state, checkpoint)
+    assert load_checkpoint(checkpoint, model.config)["model_config"] == state["model_config"]
+    learned = dataclasses.replace(model.config, learned_positions=True)
+    with pytest.raises(ValueError, match="learned_positions: checkpoint False, now True"):
+        load_checkpoint(checkpoint, learned)
+
+
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "ckpt.pt"
     save_checkpoint(path, step=1, model_config={}, train_config={})
