@@ -405,7 +405,8 @@ class Embeddings(nn.Module):
 # sentences longer than any it trained on. Our module keeps a precomputed table for speed
 # (`ModelConfig.max_len` rows) and computes more rows when a longer input arrives, so the
 # model accepts any length; the end of this section shows what the encodings look like past
-# the table.
+# the table. The learned alternative is here too, as `LearnedPositions` (a trained table of
+# `max_len` vectors, chosen with `ModelConfig.learned_positions`), for chapter 9 to measure.
 
 
 # %%

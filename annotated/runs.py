@@ -15,12 +15,13 @@ a run in its folder), checkpoint averaging, and `final_scores`. A run folder hol
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,6 +191,39 @@ def machine() -> str:
         f"{platform.machine()} {model}, {os.cpu_count()} cores, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}"
     )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def claim_folder(folder: Path) -> Iterator[bool]:
+    """Claim a run folder for this process for the block: True if claimed, False if a live process
+    holds it. A claim left by a process that no longer runs (a killed worker) is taken over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    claim = folder / "claimed-by"
+    try:
+        handle = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        holder = claim.read_text().strip()
+        if holder.isdigit() and int(holder) != os.getpid() and _alive(int(holder)):
+            yield False
+            return
+        print(f"{folder.name}: taking over the claim of process {holder}, which has ended")
+        handle = os.open(claim, os.O_WRONLY | os.O_TRUNC)
+    os.write(handle, str(os.getpid()).encode())
+    os.close(handle)
+    try:
+        yield True
+    finally:
+        claim.unlink(missing_ok=True)
 
 
 def training_device() -> torch.device:

@@ -15,12 +15,13 @@ from annotated.ch05_text import SPECIALS, exercise_5_2, exercise_5_3
 from annotated.ch06_decoding import exercise_6_2, exercise_6_3
 from annotated.ch07_multi30k import exercise_7_2
 from annotated.ch08_wmt import exercise_8_2
+from annotated.ch09_table3 import exercise_9_2
 from annotated.exercises import Exercise, check
 
 EXERCISES = [
     exercise_1_2, exercise_1_3, exercise_2_2, exercise_2_3, exercise_3_2, exercise_3_3,
     exercise_4_2, exercise_5_2, exercise_5_3, exercise_6_2, exercise_6_3, exercise_7_2,
-    exercise_8_2,
+    exercise_8_2, exercise_9_2,
 ]  # fmt: skip
 
 
@@ -272,3 +273,26 @@ def test_accumulation_answers(capsys):
         exercise_8_2, lambda t, m, p: max(1, round(t / m)), "the processes are ignored", capsys
     )
     expect_hint(exercise_8_2, lambda t, m, p: max(1, int(t / (m * p))), "rounded down", capsys)
+
+
+def test_perplexity_answers(capsys):
+    def with_pads(logits, targets, pad):
+        log_probs = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return math.exp(-log_probs.mean().item())
+
+    def per_sentence(logits, targets, pad):
+        values = []
+        for row in range(targets.size(0)):
+            real = targets[row] != pad
+            lp = torch.log_softmax(logits[row][real], -1)
+            values.append(-lp.gather(-1, targets[row][real].unsqueeze(-1)).mean().item())
+        return math.exp(sum(values) / len(values))
+
+    def bits(logits, targets, pad):
+        real = targets != pad
+        lp = torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[real]
+        return 2 ** (-lp.mean().item())
+
+    expect_hint(exercise_9_2, with_pads, "the padding positions are counted", capsys)
+    expect_hint(exercise_9_2, per_sentence, "each sentence is averaged first", capsys)
+    expect_hint(exercise_9_2, bits, "2 is raised to the mean cross-entropy", capsys)

@@ -151,8 +151,8 @@ def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
 
 
 def test_imports_in_notebook_only_cells_are_dependencies_too():
-    # ch09 imports chapter 8's table_2 in a notebook-only cell, never at module level.
-    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch09_conclusion.py")}
+    # ch10 imports chapter 8's table_2 in a notebook-only cell, never at module level.
+    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch10_conclusion.py")}
     assert "ch08_wmt" in deps
 
 
