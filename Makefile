@@ -18,7 +18,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k train-wmt bench-wmt table3 clean
+        bench-copy train-multi30k bench-multi30k train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -118,6 +118,16 @@ train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 samp
 
 table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes benchmarks/results/table3.json
 	$(PY) benchmarks/bench_table3.py
+
+class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memory and disk for one student (class profile, one thread); writes benchmarks/results/class.json
+	$(PY) benchmarks/bench_class.py
+
+# A teacher's shared data folder: `make class-data FOLDER=/srv/annotated-data`, then every student
+# sets ANNOTATED_DATA_DIR to it. SETS="multi30k wmt14-toy" adds the WMT sample (from a mirror).
+FOLDER ?= _build/class-data
+SETS   ?= multi30k
+class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
+	$(PY) -m annotated.datasets $(FOLDER) --sets $(SETS)
 
 bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
 	$(PY) benchmarks/bench_wmt.py

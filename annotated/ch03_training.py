@@ -45,13 +45,15 @@ from annotated.ch02_model import (
 )
 from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
-from annotated.files import atomic_write
+from annotated.files import atomic_write, folder_lock
 
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import make_model
 # from annotated.figures import use_book_charts
+# from annotated.threads import use_fair_threads
 #
 # use_book_charts()
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
 # _ = torch.manual_seed(0)
 
 # %% [markdown]
@@ -839,8 +841,23 @@ def train(
     `on_step` is called with each step's history row; if it returns True, training stops there.
     `extra` entries are stored in every checkpoint too (a run keeps its decoding settings).
     `model` may be wrapped in DistributedDataParallel; `config.accumulate` then counts the
-    micro-batches of one process.
+    micro-batches of one process. While it trains, the checkpoint's folder is locked
+    (`files.folder_lock`): a second training into the same folder stops at once and says why.
     """
+    writes = checkpoint is not None and rank_and_world()[0] == 0
+    with folder_lock(Path(checkpoint).parent) if writes else contextlib.nullcontext():
+        return _train(model, batches, config, checkpoint, progress, on_step, extra)
+
+
+def _train(
+    model: EncoderDecoder,
+    batches: BatchSource,
+    config: TrainConfig,
+    checkpoint: str | Path | None,
+    progress: bool,
+    on_step: Callable[[dict], bool | None] | None,
+    extra: dict | None,
+) -> pd.DataFrame:
     device = next(model.parameters()).device
     core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     rank, world = rank_and_world()

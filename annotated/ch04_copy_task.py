@@ -40,8 +40,10 @@ from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
 # from annotated.figures import use_book_charts
+# from annotated.threads import use_fair_threads
 #
 # use_book_charts()
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
 # _ = torch.manual_seed(0)
 
 # %% [markdown]

@@ -68,8 +68,10 @@ from annotated.runs import Run, RunConfig, final_scores, pick_profile, train_run
 # from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 # from annotated.figures import use_book_charts
 # from annotated.runs import RUNS_DIR, training_chart
+# from annotated.threads import use_fair_threads
 #
 # use_book_charts()
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
 
 # %% [markdown]
 # ## 1. The data (section 5.1)
@@ -216,6 +218,10 @@ WMT_PROFILES = {
         decoding=DecodeConfig(beam=2, alpha=0.6),
     ),
 }
+# A class sets ANNOTATED_PROFILE=class once for every chapter. Here that is the smoke run: the
+# sample's 20 minutes buy a BLEU below 1 on a CPU, so in class this chapter shows its machinery
+# and leaves the long runs for a GPU.
+WMT_PROFILES["class"] = WMT_PROFILES["smoke"]
 
 
 def wmt_profile(name: str | None = None) -> tuple[str, WMTConfig]:

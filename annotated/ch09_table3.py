@@ -32,6 +32,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,15 +54,17 @@ from annotated.ch06_decoding import DecodeConfig, evaluate_split
 from annotated.ch07_multi30k import train_multi30k
 from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
-from annotated.files import REPO_ROOT, atomic_write
-from annotated.runs import RUNS_DIR, RunConfig, claim_folder, machine, new_model, pick_profile
+from annotated.files import REPO_ROOT, FolderInUseError, atomic_write, folder_lock, in_checkout
+from annotated.runs import RUNS_DIR, RunConfig, machine, new_model, pick_profile
 
 # %% tags=["active-ipynb"]
 # from IPython.display import display
 #
 # from annotated.figures import use_book_charts
+# from annotated.threads import use_fair_threads
 #
 # use_book_charts()
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
 
 # %% [markdown]
 # ## 1. The paper's table
@@ -270,12 +273,20 @@ def _pick(names: set[str]) -> tuple[Variant, ...]:
     return tuple(v for v in VARIANTS if v.name in names)
 
 
+# The record: in a checkout, benchmarks/results/; an installed book carries a copy of it in its
+# environment's share/annotated/results/ (pyproject.toml's data-files).
+RESULTS_DIR = (
+    REPO_ROOT / "benchmarks" / "results"
+    if in_checkout()
+    else Path(sys.prefix) / "share" / "annotated" / "results"
+)
+
 TABLE3_PROFILES = {
     "full": Table3Plan(
         BASE,
         VARIANTS,
         (0, 1, 2),
-        REPO_ROOT / "benchmarks" / "results" / "table3.json",
+        RESULTS_DIR / "table3.json",
         RUNS_DIR / "table3",
     ),
     # CI: the same code on a sliver of the data, one variant per letter
@@ -298,6 +309,8 @@ TABLE3_PROFILES = {
         cost_rounds=1,
     ),
 }
+# A class (ANNOTATED_PROFILE=class for every chapter) reads the full table from the record.
+TABLE3_PROFILES["class"] = TABLE3_PROFILES["full"]
 
 
 def table3_plan(name: str | None = None) -> tuple[str, Table3Plan]:
@@ -482,9 +495,13 @@ def run_table3(plan: Table3Plan, corpus: Corpus | None = None, progress: bool = 
     for number, (variant, seed) in enumerate(jobs, 1):
         if _current(read_results(plan.results), plan, variant, seed):
             continue
-        with claim_folder(run_folder(plan, variant, seed)) as mine:
+        with contextlib.ExitStack() as claim:
+            try:  # the run folder's lock is the worker's claim on the line
+                claim.enter_context(folder_lock(run_folder(plan, variant, seed)))
+            except FolderInUseError:
+                continue  # another worker is training this line
             # Re-read: another worker may have finished the line since.
-            if not mine or _current(read_results(plan.results), plan, variant, seed):
+            if _current(read_results(plan.results), plan, variant, seed):
                 continue
             corpus = corpus or load_multi30k(plan.base.vocab_size, plan.base.min_freq)
             if progress:
@@ -537,8 +554,8 @@ def recorded_lines(plan: Table3Plan, train: bool) -> list[dict]:
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # profile, plan = table3_plan()  # executed with "full"; CI runs "smoke"
-# lines = recorded_lines(plan, train=profile != "full")
-# print(f"profile {profile}: {len(lines)} lines, from {plan.results.relative_to(REPO_ROOT)}")
+# lines = recorded_lines(plan, train=profile == "smoke")
+# print(f"profile {profile}: {len(lines)} lines, from {plan.results.parent.name}/{plan.results.name}")
 # print(f"trained on: {sorted({line['machine'] for line in lines})}")
 
 
@@ -1002,7 +1019,7 @@ def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
-# costs = recorded_step_costs(plan, train=profile != "full")
+# costs = recorded_step_costs(plan, train=profile == "smoke")
 # if costs is not None:
 #     display(pd.Series(costs["relative to base"], name="cost of a step (base = 1)").to_frame().T)
 #     display(price_chart(lines, costs))

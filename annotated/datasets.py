@@ -31,6 +31,8 @@ import hashlib
 import http.client
 import os
 import re
+import shutil
+import stat
 import sys
 import tarfile
 import urllib.error
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from annotated.files import REPO_ROOT, atomic_write
+from annotated.files import REPO_ROOT, atomic_write, in_checkout, user_folder
 
 DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
 DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
@@ -72,10 +74,9 @@ class RemoteFile:
 
 
 def default_cache_dir() -> Path:
-    """The repository's data/ folder (git-ignored), or ~/.cache/annotated outside a checkout."""
-    if (REPO_ROOT / "pyproject.toml").is_file():
-        return REPO_ROOT / "data"
-    return Path.home() / ".cache" / "annotated"
+    """The checkout's data/ folder (git-ignored), or the user's cache folder for an installed book
+    (~/.cache/annotated on Linux: `files.user_folder`), never a folder inside the installation."""
+    return REPO_ROOT / "data" if in_checkout() else user_folder("cache")
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
@@ -530,12 +531,14 @@ def prepare_wmt14(
     """Fetch the WMT14 archives (resumably) and extract <split>.<language>.gz into the cache."""
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     folder = cache / WMT14_FULL
-    wanted = {
-        split: {language: folder / f"{split}.{language}.gz" for language in WMT14_LANGUAGES}
-        for split in WMT14_SPLITS
-    }
-    if all(path.is_file() for paths in wanted.values() for path in paths.values()):
-        return wanted
+    mirror_folder, _ = _mirror_folder(mirror)
+    for where in ([mirror_folder / WMT14_FULL, mirror_folder] if mirror_folder else []) + [folder]:
+        wanted = {
+            split: {language: where / f"{split}.{language}.gz" for language in WMT14_LANGUAGES}
+            for split in WMT14_SPLITS
+        }
+        if all(path.is_file() for paths in wanted.values() for path in paths.values()):
+            return wanted  # extracted before: here, or in a class's shared folder
     archives = verified_files(
         WMT14_FULL,
         [RemoteFile(name, url, resumable=True) for name, url in WMT14_ARCHIVES.items()],
@@ -605,3 +608,97 @@ def read_wmt14(
             f"and {paths['de']} has {len(german)}. Replace the one that is not the right file."
         )
     return list(zip(english, german, strict=True))
+
+
+# --- One shared, read-only data folder for a class -----------------------------------------------
+
+# The data sets a class may need, by the name `prepare_class_folder` takes. Multi30k is published
+# (the default); the WMT sample comes only from a mirror; the full WMT data is several gigabytes.
+CLASS_SETS = ("multi30k", "wmt14-toy", "wmt14")
+BOOK_MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")  # the splits the chapters read
+
+
+def prepare_class_folder(
+    folder: str | os.PathLike[str],
+    sets: Sequence[str] = ("multi30k",),
+    mirror: str | os.PathLike[str] | None = None,
+    download: bool = True,
+) -> list[Path]:
+    """Fill `folder` with checked copies of the data sets, laid out as a mirror, readable by all.
+
+    A teacher runs this once (`python -m annotated.datasets FOLDER`); every student then sets
+    `ANNOTATED_DATA_DIR=FOLDER` and reads the files where they are. Files come from `mirror`, from
+    files already in `folder`, or from their public URLs, and are checked as always. The folder's
+    files are made readable (and its folders searchable) by everyone, writable by the teacher only.
+    """
+    unknown = sorted(set(sets) - set(CLASS_SETS))
+    if unknown:
+        raise ValueError(f"unknown data sets {unknown}: choose from {', '.join(CLASS_SETS)}")
+    folder = Path(folder).expanduser().resolve()
+    placed: list[Path] = []
+
+    def place(dataset: str, paths: Sequence[Path]) -> None:
+        for path in paths:
+            target = folder / dataset / path.name
+            if path.resolve() != target:  # found in the mirror: the class gets its own copy
+                with open(path, "rb") as source, atomic_write(target) as copy:
+                    shutil.copyfileobj(source, copy)
+            placed.append(target)
+
+    if "multi30k" in sets:
+        for split in BOOK_MULTI30K_SPLITS:
+            place("multi30k", multi30k_paths(split, mirror, folder, download).values())
+    if "wmt14-toy" in sets:
+        for split in WMT14_SPLITS:
+            place(WMT14_TOY, wmt14_paths(split, "toy", mirror, folder, download).values())
+    if "wmt14" in sets:
+        for paths in prepare_wmt14(mirror, folder, download).values():
+            place(WMT14_FULL, paths.values())
+    for path in [folder, *folder.rglob("*")]:  # readable by the class, whatever the umask was
+        mode = path.stat().st_mode
+        extra = 0o755 if path.is_dir() else 0o644
+        path.chmod((stat.S_IMODE(mode) | extra) & ~0o022)
+    return placed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m annotated.datasets",
+        description="Prepare one shared data folder for a class: checked copies of the data "
+        "sets, readable by every student. Students then set "
+        f"{DATA_DIR_ENV}=FOLDER and download nothing.",
+    )
+    parser.add_argument("folder", type=Path, help="the folder to fill (created if missing)")
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        choices=CLASS_SETS,
+        default=["multi30k"],
+        help="data sets to include (default: multi30k; wmt14-toy needs --from; wmt14 is several GB)",
+    )
+    parser.add_argument(
+        "--from",
+        dest="mirror",
+        type=Path,
+        default=None,
+        help="a local folder that already holds the files (default: $ANNOTATED_DATA_DIR, else the "
+        "web)",
+    )
+    parser.add_argument("--no-download", action="store_true", help="use local copies only")
+    args = parser.parse_args(argv)
+    try:
+        placed = prepare_class_folder(args.folder, args.sets, args.mirror, not args.no_download)
+    except (DataUnavailableError, ChecksumMismatchError, ValueError, OSError) as error:
+        print(f"datasets: {error}", file=sys.stderr)
+        return 2
+    size = sum(path.stat().st_size for path in placed) / 1e6
+    folder = args.folder.expanduser().resolve()
+    print(f"{len(placed)} checked files ({size:.0f} MB) in {folder}, readable by everyone.")
+    print(f"Students (or the class server's environment): export {DATA_DIR_ENV}={folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

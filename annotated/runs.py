@@ -15,13 +15,12 @@ a run in its folder), checkpoint averaging, and `final_scores`. A run folder hol
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +43,9 @@ from annotated.ch03_training import (
 from annotated.ch05_text import BatchPlan, Corpus
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.figures import rounded
-from annotated.files import REPO_ROOT, atomic_write
+from annotated.files import atomic_write, folder_lock, runs_dir
 
-RUNS_DIR = REPO_ROOT / "runs"
+RUNS_DIR = runs_dir()  # the checkout's runs/, else the user's (files.runs_dir)
 PROFILE_ENV = "ANNOTATED_PROFILE"
 
 
@@ -193,39 +192,6 @@ def machine() -> str:
     )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def claim_folder(folder: Path) -> Iterator[bool]:
-    """Claim a run folder for this process for the block: True if claimed, False if a live process
-    holds it. A claim left by a process that no longer runs (a killed worker) is taken over."""
-    folder.mkdir(parents=True, exist_ok=True)
-    claim = folder / "claimed-by"
-    try:
-        handle = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        holder = claim.read_text().strip()
-        if holder.isdigit() and int(holder) != os.getpid() and _alive(int(holder)):
-            yield False
-            return
-        print(f"{folder.name}: taking over the claim of process {holder}, which has ended")
-        handle = os.open(claim, os.O_WRONLY | os.O_TRUNC)
-    os.write(handle, str(os.getpid()).encode())
-    os.close(handle)
-    try:
-        yield True
-    finally:
-        claim.unlink(missing_ok=True)
-
-
 def training_device() -> torch.device:
     """One GPU per process where there are GPUs (chapter 8 sets which one), else the CPU."""
     if torch.cuda.is_available():
@@ -316,6 +282,14 @@ def train_run(config: RunConfig, folder: str | Path, corpus: Corpus, progress: b
     only the first one evaluates, keeps snapshots and writes files.
     """
     folder = Path(folder)
+    rank, world = rank_and_world()
+    if rank == 0:  # one process per run folder: a second one stops here and names the first
+        with folder_lock(folder):
+            return _train_run(config, folder, corpus, progress)
+    return _train_run(config, folder, corpus, progress)
+
+
+def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) -> Run:
     rank, world = rank_and_world()
     device = training_device()
     specials = shared_specials(corpus)

@@ -13,7 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
-PROFILES = {"multi30k": ("full", "class", "smoke"), "wmt": ("sample", "smoke", "base", "big")}
+from annotated.files import FolderInUseError
+
+PROFILES = {
+    "multi30k": ("full", "class", "smoke"),
+    "wmt": ("sample", "class", "smoke", "base", "big"),
+}
 COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
 
 
@@ -29,7 +34,13 @@ def main(argv: list[str] | None = None) -> int:
         help="multi30k: full, class, smoke; wmt: sample, smoke, base, big "
         "(default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
     )
-    parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/<task>-<profile>")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="default: <runs>/<task>-<profile>, <runs> being runs/ in a checkout, else "
+        "$ANNOTATED_RUNS_DIR or the user's data folder (~/.local/share/annotated/runs on Linux)",
+    )
     parser.add_argument("--no-scores", action="store_true", help="skip the final BLEU/chrF scores")
     args = parser.parse_args(argv)
     if args.profile is not None and args.profile not in PROFILES[args.task]:
@@ -40,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     try:
         return run(args)
-    except (ValueError, OSError, FloatingPointError) as error:
+    except (ValueError, OSError, FloatingPointError, FolderInUseError) as error:
         # A wrong setting, missing data, a checkpoint of another run, a full disk: the message says
         # what to do, and every checkpoint written so far is intact.
         print(f"train: {error}", file=sys.stderr)
@@ -50,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     """Train (or resume, or load) the run the arguments describe, then print its scores."""
     from annotated.runs import RUNS_DIR, final_scores
+    from annotated.threads import use_fair_threads
+
+    use_fair_threads()
 
     if args.task == "multi30k":
         from annotated import ch07_multi30k as ch07

@@ -14,8 +14,9 @@ each of the last three with a warning on stderr that names the line. The exit st
 every line was translated, 1 when some were left empty (their warnings say why), 2 when nothing
 could start (no model, a file that is not a checkpoint, a bad option).
 
-The default model is the one `make train-multi30k` writes (its averaged weights); --checkpoint
-takes another run's file or folder. The beam and length penalty default to those the checkpoint's
+The default model is the one `make train-multi30k` writes (its averaged weights), else the class
+or smoke run's, from runs/ in a checkout or the user's runs folder for an installed book
+(`files.runs_dir`); --checkpoint takes another run's file or folder. The beam and length penalty default to those the checkpoint's
 run used (chapter 7's Multi30k runs: beam 4, alpha 2.5; chapter 8's WMT runs: beam 4, alpha 0.6).
 """
 
@@ -29,17 +30,27 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from annotated.files import REPO_ROOT
+from annotated.files import runs_dir
 
-RUN = REPO_ROOT / "runs" / "multi30k-full"
+# The Multi30k runs `python -m annotated.train multi30k` writes, the best first (chapter 7).
+RUNS = tuple(f"multi30k-{profile}" for profile in ("full", "class", "smoke"))
 MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
 MAX_BEAM = 100
 
 
-def default_checkpoint() -> Path:
-    """The averaged model `make train-multi30k` writes at the end, else its latest checkpoint."""
-    averaged = RUN / "averaged.pt"
-    return averaged if averaged.exists() else RUN / "checkpoint.pt"
+def default_checkpoint(folder: Path | None = None) -> Path:
+    """The best Multi30k run trained here: its averaged model, else its latest checkpoint.
+
+    The runs are looked for in `folder` (default: `files.runs_dir()`, the checkout's runs/ or the
+    user's), the full run first, then the class and smoke runs. With none, the full run's path,
+    which the error message then names.
+    """
+    folder = runs_dir() if folder is None else folder
+    for name in RUNS:
+        for file in ("averaged.pt", "checkpoint.pt"):
+            if (folder / name / file).exists():
+                return folder / name / file
+    return folder / RUNS[0] / "averaged.pt"
 
 
 def _bounded(kind: type, low: float, high: float, name: str) -> Callable[[str], float]:
@@ -69,8 +80,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--checkpoint",
         type=Path,
         default=None,
-        help="a checkpoint file or a run folder (default: runs/multi30k-full/averaged.pt, "
-        "else checkpoint.pt)",
+        help="a checkpoint file or a run folder (default: the best Multi30k run trained here, "
+        "full, class or smoke, in runs/ or $ANNOTATED_RUNS_DIR: its averaged.pt, else its "
+        "checkpoint.pt)",
     )
     parser.add_argument(
         "--beam",
@@ -174,10 +186,21 @@ def main(argv: list[str] | None = None) -> int:
     # Late imports: --help stays instant.
     from annotated.ch06_decoding import Translator
     from annotated.ch07_multi30k import PROFILES
+    from annotated.threads import use_fair_threads
 
+    use_fair_threads(quiet=True)  # stdout carries the translations only
     fallback = PROFILES["full"].decoding
 
     checkpoint = args.checkpoint or default_checkpoint()
+    if args.checkpoint is None and not checkpoint.exists():
+        warn(
+            f"no trained Multi30k model in {checkpoint.parent.parent}: train one with "
+            "`python -m annotated.train multi30k` (`--profile smoke` takes a few minutes), "
+            "or name a model with --checkpoint"
+        )
+        return 2
+    if args.checkpoint is None and checkpoint.parent.name != RUNS[0]:
+        warn(f"using {checkpoint} (no full run here; its translations are weaker)")
     try:
         translator = Translator.load(checkpoint)
     except (FileNotFoundError, ValueError, OSError) as error:

@@ -25,6 +25,7 @@ from common import machine, write_results
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
 from annotated.ch04_copy_task import COPY_SETUP, train_copy_model
+from annotated.threads import use_fair_threads
 
 
 def seconds_per_step(
@@ -52,6 +53,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--skip-convergence", action="store_true")
     args = parser.parse_args()
+    use_fair_threads()
 
     setup = COPY_SETUP
 

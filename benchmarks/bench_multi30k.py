@@ -35,6 +35,7 @@ from annotated.ch05_text import make_batch, padding_fraction, token_batches
 from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
 from annotated.runs import RUNS_DIR, final_scores, saved_scores
+from annotated.threads import use_fair_threads
 
 CPU = torch.device("cpu")
 
@@ -230,6 +231,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--recompute-sentences", type=int, default=1000)
     args = parser.parse_args()
+    use_fair_threads()
     profile, config = profile_config(args.profile)
     folder = RUNS_DIR / f"multi30k-{profile}"
     run = train_multi30k(config, folder)

@@ -37,13 +37,17 @@ from annotated.ch09_table3 import (
     table3_plan,
     updating_record,
 )
+from annotated.threads import use_fair_threads
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=sorted(TABLE3_PROFILES), default=None)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: the CPUs this process may use, annotated/threads.py)",
     )
     parser.add_argument(
         "--step-costs",
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    else:
+        use_fair_threads()
     profile, plan = table3_plan(args.profile)
     print(f"profile {profile}: {len(plan.jobs())} lines, recorded in {plan.results}", flush=True)
     try:

@@ -28,6 +28,7 @@ from common import machine, write_results
 from annotated.ch02_model import count_parameters, make_model
 from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
 from annotated.runs import RUNS_DIR, saved_scores
+from annotated.threads import use_fair_threads
 
 
 def paper_parameters(name: str, vocab: int = 37000) -> int:
@@ -40,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=["sample", "smoke"], default="sample")
     args = parser.parse_args()
+    use_fair_threads()
     profile, config = wmt_profile(args.profile)
     run = train_wmt(config, RUNS_DIR / f"wmt-{profile}")
     rows = saved_scores(run) or wmt_scores(run).to_dict("records")

@@ -11,11 +11,12 @@ from annotated.runs import machine  # noqa: F401  (the benchmarks import it from
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
-def write_results(name: str, record: dict) -> Path:
-    """Write benchmarks/results/<name>.json (atomically) and print it."""
+def write_results(name: str, record: dict, quiet: bool = False) -> Path:
+    """Write benchmarks/results/<name>.json (atomically) and print it (unless `quiet`)."""
     path = RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(record, indent=2) + "\n")
-    print(json.dumps(record, indent=2))
+    if not quiet:
+        print(json.dumps(record, indent=2))
     return path

@@ -1,5 +1,11 @@
-"""What several test files share: the Multi30k corpus, loaded once, and a mark for the tests that
-need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists)."""
+"""What several test files share: the Multi30k corpus, loaded once, a mark for the tests that
+need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists), and
+another process that holds a folder's lock (`held_elsewhere`)."""
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +32,35 @@ def pytest_collection_modifyitems(config, items):
 def corpus():
     """Multi30k with chapter 5's word vocabularies (min_freq 2), as chapter 7 trains on it."""
     return load_multi30k()
+
+
+LOCK_HOLDER = (
+    "import sys\n"
+    "from annotated.files import folder_lock\n"
+    "with folder_lock(sys.argv[1]):\n"
+    "    print('held', flush=True)\n"
+    "    sys.stdin.read()\n"
+)
+
+
+@contextlib.contextmanager
+def _held_elsewhere(folder: Path):
+    """Another process holding `folder`'s lock until the block ends (then it exits in order)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+
+
+@pytest.fixture
+def held_elsewhere():
+    """`with held_elsewhere(folder) as process:` another live process holds the folder's lock."""
+    return _held_elsewhere

@@ -3,9 +3,6 @@
 import dataclasses
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from annotated.ch09_table3 import (
     table3_frame,
     verdict,
 )
+from annotated.files import LOCK_NAME
 
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "PAPER.md"
 VOCAB = (800, 600)  # source and target vocabulary sizes for counting parameters
@@ -210,28 +208,24 @@ def test_the_chapter_reads_only_lines_of_the_current_plan_and_names_the_missing(
 
 
 def test_workers_pass_over_lines_claimed_by_a_live_process_and_take_over_dead_claims(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, held_elsewhere
 ):
     calls = []
     monkeypatch.setattr(ch09, "measure", fake_measure(calls))
     plan = tiny_plan(tmp_path)
     live = ch09.run_folder(plan, variant("base"), 1)
-    live.mkdir(parents=True)
-    (live / "claimed-by").write_text(str(os.getppid()))  # a live process that is not this one
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    ended.wait()
     dead = ch09.run_folder(plan, variant("h 1"), 0)
-    dead.mkdir(parents=True)
-    (dead / "claimed-by").write_text(str(ended.pid))
-    run_table3(plan, corpus=object(), progress=False)
-    assert calls == [("base", 0), ("h 1", 0)]  # base seed 1 belongs to the live worker
-    assert f"taking over the claim of process {ended.pid}" in capsys.readouterr().out
-    assert not (dead / "claimed-by").exists()  # released when the line is recorded
-    assert (live / "claimed-by").exists()
-    with ch09.updating_record(plan.results) as record:  # other keys of the record survive
-        record["step costs"] = {"base": 1.0}
-    (live / "claimed-by").unlink()
-    run_table3(plan, corpus=object(), progress=False)
+    with held_elsewhere(dead) as killed:  # a worker killed in the middle of its line
+        killed.kill()
+        killed.wait(timeout=60)
+    with held_elsewhere(live):  # another worker, training base seed 1
+        run_table3(plan, corpus=object(), progress=False)
+        assert calls == [("base", 0), ("h 1", 0)]  # base seed 1 belongs to the live worker
+        assert f"taking over the lock left by process {killed.pid}" in capsys.readouterr().out
+        assert (dead / LOCK_NAME).read_text() == ""  # released when the line is recorded
+        with ch09.updating_record(plan.results) as record:  # other keys of the record survive
+            record["step costs"] = {"base": 1.0}
+    run_table3(plan, corpus=object(), progress=False)  # the other worker stopped: its line is free
     assert calls[-1] == ("base", 1)
     assert [(x["variant"], x["seed"]) for x in read_results(plan.results)] == [
         ("base", 0),
@@ -268,7 +262,7 @@ def test_a_real_line_is_trained_measured_and_recorded(tmp_path, corpus):
     model = make_model(config.model_config(len(corpus.src_vocab), len(corpus.tgt_vocab)))
     folder = ch09.run_folder(plan, variant("base"), 0)
     assert folder.parent == tmp_path / "runs" and folder.name.startswith("base-seed0-")
-    assert not (folder / "claimed-by").exists()  # the claim ends with the line
+    assert (folder / LOCK_NAME).read_text() == ""  # the claim ends with the line
     saved = torch.load(folder / "checkpoint.pt", weights_only=True)
     model.load_state_dict(saved["model"])
     expected = independent_perplexity(model, corpus, config.val_sentences)

@@ -627,3 +627,54 @@ def test_invalid_utf8_in_a_wmt14_archive_costs_only_its_own_bytes(tmp_path, caps
         lines = datasets._member_lines(archive, "corpus.en", tmp_path / "x.tgz")
     assert lines == ["good one", "bad \ufffd\ufffd byte", "gut zwei"]
     assert "1 lines were not valid UTF-8" in capsys.readouterr().err
+
+
+# --- A class's shared folder ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_book_splits(monkeypatch):
+    """Small files for the three splits the chapters read, with the checksums set to theirs."""
+    blobs = {
+        f"{split}.{language}.gz": _gzip_lines(GERMAN if language == "de" else ENGLISH)
+        for split in datasets.BOOK_MULTI30K_SPLITS
+        for language in ("de", "en")
+    }
+    table = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+    monkeypatch.setattr(datasets, "MULTI30K_SHA256", table)
+    return blobs
+
+
+def test_a_teacher_prepares_one_folder_every_student_reads(tmp_path, fake_book_splits, capsys):
+    mirror = _write(tmp_path / "teacher-copy", fake_book_splits)
+    shared = tmp_path / "class-data"
+    old = os.umask(0o077)  # a careful teacher's umask: new files private
+    try:
+        assert datasets.main([str(shared), "--from", str(mirror), "--no-download"]) == 0
+    finally:
+        os.umask(old)
+    out = capsys.readouterr().out
+    assert "6 checked files" in out and f"export {DATA_DIR_ENV}={shared}" in out
+    assert _files(shared / "multi30k") == sorted(fake_book_splits)
+    for path in [shared, shared / "multi30k", *(shared / "multi30k").iterdir()]:
+        assert path.stat().st_mode & 0o777 == (0o755 if path.is_dir() else 0o644), path
+    before = {p: p.stat().st_mtime_ns for p in shared.rglob("*")}
+    # A student: the shared folder as the mirror, an empty cache of their own.
+    student = tmp_path / "student-cache"
+    for split in datasets.BOOK_MULTI30K_SPLITS:
+        assert read_multi30k(split, mirror=shared, cache_dir=student) == list(
+            zip(GERMAN, ENGLISH, strict=True)
+        )
+    assert {p: p.stat().st_mtime_ns for p in shared.rglob("*")} == before  # nothing written there
+    assert _files(student / "multi30k") == []  # and nothing copied: read where it is
+    # Preparing again finds every file in place and changes nothing.
+    assert datasets.main([str(shared), "--no-download"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in shared.rglob("*")} == before
+
+
+def test_preparing_without_the_files_says_what_is_missing(tmp_path, fake_book_splits, capsys):
+    assert datasets.main([str(tmp_path / "class-data"), "--no-download"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("datasets: 2 multi30k file(s) are not available") and "train.de.gz" in err
+    with pytest.raises(ValueError, match="unknown data sets.*multi30k, wmt14-toy, wmt14"):
+        datasets.prepare_class_folder(tmp_path, ["wmt15"])

@@ -11,6 +11,7 @@ import torch
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch06_decoding import DecodeConfig
 from annotated.runs import (
+    PROFILE_ENV,
     RunConfig,
     average_snapshots,
     pick_profile,
@@ -105,3 +106,14 @@ def test_snapshots_keep_the_last_ones_and_average_to_the_mean(tmp_path):
     save_snapshot(other, tmp_path, 50, keep=10)
     with pytest.raises(ValueError, match="different models"):
         average_snapshots(sorted((tmp_path / "snapshots").glob("step-*.pt")))
+
+
+def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):
+    """A class server sets ANNOTATED_PROFILE=class once, for every chapter a student opens."""
+    from annotated import ch07_multi30k, ch08_wmt, ch09_table3, train
+
+    monkeypatch.setenv(PROFILE_ENV, "class")
+    assert ch07_multi30k.profile_config()[0] == "class"
+    assert ch08_wmt.wmt_profile() == ("class", ch08_wmt.WMT_PROFILES["smoke"])
+    assert ch09_table3.table3_plan() == ("class", ch09_table3.TABLE3_PROFILES["full"])
+    assert all("class" in names for names in train.PROFILES.values())

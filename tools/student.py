@@ -41,7 +41,10 @@ exercises are removed too; they are in the full edition (the book's own notebook
 
 Students need the book installed (`make setup` in a clone, or `pip install` of the repository),
 so that `annotated.exercises` and the data loaders import. Chapters 7 and 8 train; set
-`ANNOTATED_PROFILE=class` for chapter 7's 15-minute class run, or `smoke` for a one-minute check.
+`ANNOTATED_PROFILE=class` for every chapter (chapter 7's 15-minute class run, chapter 8's smoke
+run, chapter 9's recorded table), or `smoke` for a one-minute check. On a shared server, prepare
+one data folder for everyone (`python -m annotated.datasets FOLDER`) and set
+`ANNOTATED_DATA_DIR=FOLDER`; the course page ("One installation for a whole class") has the rest.
 """
 
 

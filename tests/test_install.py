@@ -1,0 +1,191 @@
+"""The book installed as a regular package (a class server's setup): it runs, and writes nothing
+inside its installation.
+
+The wheel is built from this checkout and installed into a fresh virtual environment outside it;
+the environment's own packages come from this one's (a `.pth` file), so nothing is downloaded.
+The installation is then made read-only, and a user with an empty home folder trains the smoke
+run and translates with it. Running as root, file permissions stop nothing, so the test also
+compares every file of the installation before and after: not one may appear or change.
+"""
+
+import os
+import stat
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
+
+
+def _read_only(folder: Path) -> None:
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) & ~0o222)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(python of a fresh environment with the book's wheel installed, that environment)."""
+    scratch = tmp_path_factory.mktemp("install")
+    wheels = scratch / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("annotated-*.whl")
+    env_dir = scratch / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    python = env_dir / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    # The dependencies: this environment's packages, after the new environment's own.
+    (site / "book-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "-q",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    _read_only(env_dir)
+    yield python, env_dir
+    for path in [env_dir, *env_dir.rglob("*")]:  # let pytest clean it up
+        if not path.is_symlink():
+            path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o200)
+
+
+def _as_a_user(tmp_path: Path) -> tuple[dict, Path]:
+    """An environment with a new, empty home, run from a folder outside the checkout."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    keep = ("PATH", "LANG", "LC_ALL", "ANNOTATED_DATA_DIR", "SYSTEMROOT")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(HOME=str(home), ANNOTATED_THREADS="1")
+    return env, work
+
+
+def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
+    python, env_dir = installed
+    env, work = _as_a_user(tmp_path)
+    out = subprocess.run(
+        [
+            python,
+            "-c",
+            "import annotated.files as f; print(f.__file__); print(f.in_checkout()); "
+            "print(f.runs_dir())",
+        ],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert Path(out[0]).is_relative_to(env_dir) and out[1] == "False"
+    assert out[2] == str(tmp_path / "home" / ".local" / "share" / "annotated" / "runs")
+    # Chapter 9 reads the Table 3 record the wheel carries, the same as the checkout's.
+    record = subprocess.run(
+        [
+            python,
+            "-c",
+            "from annotated import ch09_table3 as c; p = c.table3_plan('class')[1]; "
+            "print(p.results); print(len(c.read_results(p.results)))",
+        ],
+        cwd=work,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert (
+        Path(record[0]).is_relative_to(env_dir)
+        and Path(record[0]).read_bytes()
+        == (ROOT / "benchmarks" / "results" / "table3.json").read_bytes()
+    )
+    assert int(record[1]) > 0
+
+
+@pytest.mark.multi30k
+def test_a_user_trains_and_translates_with_an_installed_read_only_book(installed, tmp_path):
+    python, env_dir = installed
+    env, work = _as_a_user(tmp_path)
+    before = _snapshot(env_dir)
+    train = subprocess.run(
+        [python, "-m", "annotated.train", "multi30k", "--profile", "smoke", "--no-scores"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert train.returncode == 0, train.stderr[-3000:]
+    runs = tmp_path / "home" / ".local" / "share" / "annotated" / "runs"
+    assert (runs / "multi30k-smoke" / "checkpoint.pt").is_file()
+    translate = subprocess.run(
+        [python, "-m", "annotated.translate"],
+        input="Ein Hund läuft über die Wiese.\n\nZwei Männer.\n",
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert translate.returncode in (0, 1), translate.stderr
+    assert len(translate.stdout.split("\n")) == 4  # three lines out for three in
+    assert "multi30k-smoke" in translate.stderr  # it says which model it fell back to
+    assert _snapshot(env_dir) == before, "the book wrote inside its installation"
+    assert list(work.iterdir()) == []  # nor into the folder it was started from
+
+
+def test_translate_without_any_trained_model_says_how_to_get_one(installed, tmp_path):
+    python, _ = installed
+    env, work = _as_a_user(tmp_path)
+    result = subprocess.run(
+        [python, "-m", "annotated.translate"],
+        input="Hallo\n",
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert "no trained Multi30k model in" in result.stderr
+    assert "python -m annotated.train multi30k" in result.stderr
