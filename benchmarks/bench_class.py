@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import book  # noqa: E402  (tools/book.py: the chapters and their notebooks)
 import torch  # noqa: E402
-from common import RESULTS_DIR, machine, write_results  # noqa: E402
+from common import RESULTS_DIR, Timing, cpu_kind, machine, write_results  # noqa: E402
 
 # Run in a child process: execute one notebook, then report what its kernel used.
 EXECUTE_ONE = """
@@ -52,13 +52,13 @@ def measure(source: Path, profile: str, threads: int, scratch: Path) -> dict:
     """Execute one chapter's notebook in a fresh kernel; its CPU, wall time, memory and disk."""
     runs, work = scratch / "runs", scratch / "work"
     work.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()
     env = dict(
         os.environ,
         ANNOTATED_PROFILE=profile,
         ANNOTATED_THREADS=str(threads),
         ANNOTATED_RUNS_DIR=str(runs),
     )
+    timing = Timing(threads).start()
     result = subprocess.run(
         [sys.executable, "-c", EXECUTE_ONE, str(source), str(work)],
         env=env,
@@ -67,14 +67,25 @@ def measure(source: Path, profile: str, threads: int, scratch: Path) -> dict:
     )
     if result.returncode != 0:
         raise RuntimeError(f"{source.name} failed:\n{result.stderr[-4000:]}")
+    conditions = timing.stop()
     used = json.loads(result.stdout.strip().splitlines()[-1])
     return {
-        "load average before": [round(x, 2) for x in load_before],
-        "load average after": [round(x, 2) for x in os.getloadavg()],
+        "timing": {k: v for k, v in conditions.items() if k != "cpu"},
         "cpu minutes": round(used["cpu"] / 60, 2),
         "wall minutes": round(used["wall"] / 60, 2),
         "peak memory MB": round(used["rss_kb"] / 1024),  # Linux reports kilobytes
         "runs disk MB": round(folder_size(runs) / 1e6, 1),
+    }
+
+
+def _timing(chapters: dict) -> dict:
+    """The record's timing: the CPU, and busy if any chapter's measurement was."""
+    busy = {name: c["timing"]["why busy"] for name, c in chapters.items() if c["timing"]["busy"]}
+    return {
+        "cpu": cpu_kind(),
+        "busy": bool(busy),
+        "why busy": "; ".join(f"{name}: {why}" for name, why in busy.items()) or None,
+        "note": "CPU minutes, memory and disk hardly depend on the load; wall minutes do",
     }
 
 
@@ -89,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     path = RESULTS_DIR / "class.json"
     earlier = json.loads(path.read_text()) if path.exists() else {}
     same = earlier.get("profile") == args.profile and earlier.get("threads") == args.threads
-    chapters = dict(earlier.get("chapters", {})) if same else {}  # a subset updates its chapters
+    chapters = {  # a subset updates its chapters; an older record's chapters without timing go
+        name: c for name, c in earlier.get("chapters", {}).items() if same and "timing" in c
+    }  # a subset updates its chapters
     for source in sources:
         with tempfile.TemporaryDirectory() as scratch:
-            chapters[source.stem] = measure(
-                source, args.profile, args.threads, Path(scratch)
-            )
+            chapters[source.stem] = measure(source, args.profile, args.threads, Path(scratch))
         print(source.stem, chapters[source.stem], flush=True)
         record = {  # rewritten after every chapter: a stopped measurement keeps what it has
             "benchmark": "what one student needs per chapter (each notebook from a fresh kernel)",
@@ -102,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads": args.threads,
             "machine": machine(),
             "measured at": time.strftime("%Y-%m-%d %H:%M"),
-            "wall minutes": "comparable only where a chapter's load averages stay near its threads",
+            "timing": _timing(chapters),
             "chapters": dict(sorted(chapters.items())),
             "total cpu minutes": round(sum(c["cpu minutes"] for c in chapters.values()), 1),
         }

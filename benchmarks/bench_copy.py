@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import torch
-from common import machine, write_results
+from common import Timing, machine, write_results
 
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--skip-convergence", action="store_true")
     args = parser.parse_args()
-    use_fair_threads()
+    timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
 
     setup = COPY_SETUP
 
@@ -98,6 +98,7 @@ def main() -> None:
         record["precision"] = (
             "bf16" if use_bf16(setup["train"].precision, torch.device("cpu")) else "fp32"
         )
+    record["timing"] = timing.stop()
     write_results("copy", record)
 
 

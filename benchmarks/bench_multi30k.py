@@ -24,7 +24,7 @@ import statistics
 import time
 
 import torch
-from common import machine, write_results
+from common import Timing, machine, write_results
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--recompute-sentences", type=int, default=1000)
     args = parser.parse_args()
-    use_fair_threads()
+    timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
     profile, config = profile_config(args.profile)
     folder = RUNS_DIR / f"multi30k-{profile}"
     run = train_multi30k(config, folder)
@@ -273,6 +273,7 @@ def main() -> None:
     }
     record |= throughput(run, args.rounds, args.batches)
     record |= decoding_speed(run, args.recompute_sentences)
+    record["timing"] = timing.stop()
     write_results("multi30k" if profile == "full" else f"multi30k-{profile}", record)
 
 

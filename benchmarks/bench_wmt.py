@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import torch
-from common import machine, write_results
+from common import Timing, machine, write_results
 
 from annotated.ch02_model import count_parameters, make_model
 from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", choices=["sample", "smoke"], default="sample")
     args = parser.parse_args()
-    use_fair_threads()
+    timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
     profile, config = wmt_profile(args.profile)
     run = train_wmt(config, RUNS_DIR / f"wmt-{profile}")
     rows = saved_scores(run) or wmt_scores(run).to_dict("records")
@@ -81,6 +81,7 @@ def main() -> None:
         "ddp_max_parameter_difference": ddp["max parameter difference"],
         "ddp_check_seconds": round(ddp_seconds, 1),
     }
+    record["timing"] = timing.stop()
     write_results("wmt" if profile == "sample" else f"wmt-{profile}", record)
 
 

@@ -1,0 +1,80 @@
+"""benchmarks/common.py: a record taken on a busy machine says so, and never replaces a clean one."""
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "common.py"
+spec = importlib.util.spec_from_file_location("benchmarks_common", PATH)
+common = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(common)
+
+
+def timed(before: float, during: list[float], threads: int = 2, wall=100.0, cpu=190.0) -> dict:
+    """The conditions a Timing reports for a run with these (simulated) loads, clock and CPU."""
+    loads = iter([(before,) * 3, (during[-1],) * 3])  # at the start, and at the end
+    clock, used = iter([0.0, wall]), iter([0.0, cpu])
+    timing = common.Timing(
+        threads,
+        every=3600,  # the background sampler never fires: the samples are the ones given
+        loadavg=lambda: next(loads),
+        clock=lambda: next(clock),
+        cpu_seconds=lambda: next(used),
+    )
+    with timing:
+        timing.samples.extend(during[:-1])  # what the sampler would have seen meanwhile
+    return timing.conditions()
+
+
+def test_an_idle_run_is_clean_and_records_its_cpu_and_share():
+    conditions = timed(before=0.12, during=[1.4, 2.3])
+    assert conditions["busy"] is False and conditions["why busy"] is None
+    assert conditions["highest load average during"] == 2.3  # its own two threads
+    assert conditions["cpu share"] == 0.95  # 190 CPU seconds over 100 s on 2 threads
+    assert conditions["threads"] == 2 and set(conditions["cpu"]) == {
+        "model",
+        "instruction sets",
+        "cores",
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "during", "why"),
+    [
+        (1.3, [2.0], "load average 1.30 before the start"),
+        (0.2, [2.0, 3.6], "load average up to 3.60 while it ran, on 2 thread(s) of its own"),
+    ],
+)
+def test_a_busy_machine_is_named_with_the_reason(before, during, why):
+    conditions = timed(before, during)
+    assert conditions["busy"] is True and why in conditions["why busy"]
+
+
+def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    clean = {"minutes": 31.8, "timing": {"busy": False, "why busy": None}}
+    busy = {"minutes": 65.7, "timing": {"busy": True, "why busy": "load average 2.10 before"}}
+    assert common.write_results("multi30k", clean, quiet=True) == tmp_path / "multi30k.json"
+    assert common.write_results("multi30k", busy, quiet=True) == tmp_path / "multi30k.busy.json"
+    err = capsys.readouterr().err
+    assert (
+        "the machine was busy (load average 2.10 before)" in err and "multi30k.json is kept" in err
+    )
+    assert json.loads((tmp_path / "multi30k.json").read_text()) == clean
+    assert json.loads((tmp_path / "multi30k.busy.json").read_text()) == busy
+    # A clean record replaces a clean one; a busy one may replace a record of unknown conditions.
+    again = dict(clean, minutes=31.5)
+    assert common.write_results("multi30k", again, quiet=True) == tmp_path / "multi30k.json"
+    (tmp_path / "old.json").write_text(json.dumps({"minutes": 60}))
+    assert common.write_results("old", busy, quiet=True) == tmp_path / "old.json"
+    assert "WARNING: the machine was busy" in capsys.readouterr().err
+
+
+def test_the_sampler_really_samples_while_a_benchmark_runs():
+    with common.Timing(1, every=0.01) as timing:
+        time.sleep(0.2)
+    assert len(timing.samples) >= 3 and timing.wall >= 0.2
+    assert 0 <= timing.conditions()["cpu share"] < 0.5  # it mostly slept
