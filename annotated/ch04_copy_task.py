@@ -42,8 +42,8 @@ from annotated.figures import rounded
 # from annotated.figures import use_book_charts
 # from annotated.threads import use_fair_threads
 #
-# use_book_charts()
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_book_charts()
 # _ = torch.manual_seed(0)
 
 # %% [markdown]

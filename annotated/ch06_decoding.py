@@ -52,8 +52,8 @@ from annotated.exercises import Exercise, Mistake
 # from annotated.figures import rounded, use_book_charts
 # from annotated.threads import use_fair_threads
 #
-# use_book_charts()
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_book_charts()
 
 # %% [markdown]
 # ## 1. A cache of keys and values

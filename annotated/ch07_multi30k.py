@@ -46,8 +46,8 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # from annotated.runs import RUNS_DIR, final_scores, training_chart
 # from annotated.threads import use_fair_threads
 #
-# use_book_charts()
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_book_charts()
 
 # %% [markdown]
 # ## 1. The recipe, and why

@@ -70,8 +70,8 @@ from annotated.runs import Run, RunConfig, final_scores, pick_profile, train_run
 # from annotated.runs import RUNS_DIR, training_chart
 # from annotated.threads import use_fair_threads
 #
-# use_book_charts()
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_book_charts()
 
 # %% [markdown]
 # ## 1. The data (section 5.1)

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import book  # noqa: E402  (tools/book.py: the chapters and their notebooks)
 import torch  # noqa: E402
-from common import RESULTS_DIR, Timing, cpu_kind, machine, write_results  # noqa: E402
+from common import RESULTS_DIR, Timing, machine, write_results  # noqa: E402
 
 # Run in a child process: execute one notebook, then report what its kernel used.
 EXECUTE_ONE = """
@@ -58,7 +58,6 @@ def measure(source: Path, profile: str, threads: int, scratch: Path) -> dict:
         ANNOTATED_THREADS=str(threads),
         ANNOTATED_RUNS_DIR=str(runs),
     )
-    timing = Timing(threads).start()
     result = subprocess.run(
         [sys.executable, "-c", EXECUTE_ONE, str(source), str(work)],
         env=env,
@@ -67,25 +66,12 @@ def measure(source: Path, profile: str, threads: int, scratch: Path) -> dict:
     )
     if result.returncode != 0:
         raise RuntimeError(f"{source.name} failed:\n{result.stderr[-4000:]}")
-    conditions = timing.stop()
     used = json.loads(result.stdout.strip().splitlines()[-1])
     return {
-        "timing": {k: v for k, v in conditions.items() if k != "cpu"},
         "cpu minutes": round(used["cpu"] / 60, 2),
         "wall minutes": round(used["wall"] / 60, 2),
         "peak memory MB": round(used["rss_kb"] / 1024),  # Linux reports kilobytes
         "runs disk MB": round(folder_size(runs) / 1e6, 1),
-    }
-
-
-def _timing(chapters: dict) -> dict:
-    """The record's timing: the CPU, and busy if any chapter's measurement was."""
-    busy = {name: c["timing"]["why busy"] for name, c in chapters.items() if c["timing"]["busy"]}
-    return {
-        "cpu": cpu_kind(),
-        "busy": bool(busy),
-        "why busy": "; ".join(f"{name}: {why}" for name, why in busy.items()) or None,
-        "note": "CPU minutes, memory and disk hardly depend on the load; wall minutes do",
     }
 
 
@@ -100,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     path = RESULTS_DIR / "class.json"
     earlier = json.loads(path.read_text()) if path.exists() else {}
     same = earlier.get("profile") == args.profile and earlier.get("threads") == args.threads
-    chapters = {  # a subset updates its chapters; an older record's chapters without timing go
-        name: c for name, c in earlier.get("chapters", {}).items() if same and "timing" in c
-    }  # a subset updates its chapters
+    chapters = dict(earlier.get("chapters", {})) if same else {}  # a subset updates its own
+    timing = Timing(args.threads).start()
     for source in sources:
         with tempfile.TemporaryDirectory() as scratch:
             chapters[source.stem] = measure(source, args.profile, args.threads, Path(scratch))
@@ -113,11 +98,12 @@ def main(argv: list[str] | None = None) -> int:
             "threads": args.threads,
             "machine": machine(),
             "measured at": time.strftime("%Y-%m-%d %H:%M"),
-            "timing": _timing(chapters),
+            "timing": timing.conditions(),  # the whole measurement's, so far
             "chapters": dict(sorted(chapters.items())),
             "total cpu minutes": round(sum(c["cpu minutes"] for c in chapters.values()), 1),
         }
         write_results("class", record, quiet=True)
+    timing.stop()
     return 0
 
 

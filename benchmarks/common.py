@@ -106,6 +106,10 @@ class Timing:
 
     def conditions(self) -> dict:
         """CPU, threads, load before and during, CPU share, and whether the machine was busy."""
+        if hasattr(self, "wall"):
+            wall, cpu = self.wall, self.cpu
+        else:  # still running: the conditions so far (a benchmark that records as it goes)
+            wall, cpu = self.clock() - self.started, self.cpu_seconds() - self.cpu_started
         during = max(self.samples, default=self.before[0])
         reasons = []
         if self.before[0] > IDLE_LOAD:
@@ -121,7 +125,7 @@ class Timing:
             "threads": self.threads,
             "load average before": [round(x, 2) for x in self.before],
             "highest load average during": round(during, 2),
-            "cpu share": round(self.cpu / max(self.wall, 1e-9) / self.threads, 2),
+            "cpu share": round(cpu / max(wall, 1e-9) / self.threads, 2),
             "busy": bool(reasons),
             "why busy": "; ".join(reasons) or None,
         }
