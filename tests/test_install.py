@@ -91,49 +91,50 @@ def installed(tmp_path_factory):
             path.chmod(stat.S_IMODE(path.stat().st_mode) | 0o200)
 
 
-def _as_a_user(tmp_path: Path) -> tuple[dict, Path]:
-    """An environment with a new, empty home, run from a folder outside the checkout."""
+def as_a_user(python: Path, tmp_path: Path):
+    """(run, work): `run(*args, input=None)` runs the installed book's python with `args` as a
+    user with a new, empty home would, from a folder outside the checkout."""
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
     keep = ("PATH", "LANG", "LC_ALL", "ANNOTATED_DATA_DIR", "SYSTEMROOT")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update(HOME=str(home), ANNOTATED_THREADS="1")
-    return env, work
+
+    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [python, *args],
+            input=input,
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+
+    return run, work
 
 
 def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     python, env_dir = installed
-    env, work = _as_a_user(tmp_path)
-    out = subprocess.run(
-        [
-            python,
-            "-c",
-            "import annotated.files as f; print(f.__file__); print(f.in_checkout()); "
-            "print(f.runs_dir())",
-        ],
-        cwd=work,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    run, _ = as_a_user(python, tmp_path)
+    where = run(
+        "-c",
+        "import annotated.files as f; print(f.__file__); print(f.in_checkout()); "
+        "print(f.runs_dir())",
+    )
+    out = where.stdout.split()
+    assert where.returncode == 0, where.stderr
     assert Path(out[0]).is_relative_to(env_dir) and out[1] == "False"
     assert out[2] == str(tmp_path / "home" / ".local" / "share" / "annotated" / "runs")
     # Chapter 9 reads the Table 3 record the wheel carries, the same as the checkout's.
-    record = subprocess.run(
-        [
-            python,
-            "-c",
-            "from annotated import ch09_table3 as c; p = c.table3_plan('class')[1]; "
-            "print(p.results); print(len(c.read_results(p.results)))",
-        ],
-        cwd=work,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    read = run(
+        "-c",
+        "from annotated import ch09_table3 as c; p = c.table3_plan('class')[1]; "
+        "print(p.results); print(len(c.read_results(p.results)))",
+    )
+    record = read.stdout.split()
+    assert read.returncode == 0, read.stderr
     assert (
         Path(record[0]).is_relative_to(env_dir)
         and Path(record[0]).read_bytes()
@@ -145,27 +146,14 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
 @pytest.mark.multi30k
 def test_a_user_trains_and_translates_with_an_installed_read_only_book(installed, tmp_path):
     python, env_dir = installed
-    env, work = _as_a_user(tmp_path)
+    run, work = as_a_user(python, tmp_path)
     before = _snapshot(env_dir)
-    train = subprocess.run(
-        [python, "-m", "annotated.train", "multi30k", "--profile", "smoke", "--no-scores"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    train = run("-m", "annotated.train", "multi30k", "--profile", "smoke", "--no-scores")
     assert train.returncode == 0, train.stderr[-3000:]
     runs = tmp_path / "home" / ".local" / "share" / "annotated" / "runs"
     assert (runs / "multi30k-smoke" / "checkpoint.pt").is_file()
-    translate = subprocess.run(
-        [python, "-m", "annotated.translate"],
-        input="Ein Hund läuft über die Wiese.\n\nZwei Männer.\n",
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    translate = run(
+        "-m", "annotated.translate", input="Ein Hund läuft über die Wiese.\n\nZwei Männer.\n"
     )
     assert translate.returncode in (0, 1), translate.stderr
     assert len(translate.stdout.split("\n")) == 4  # three lines out for three in
@@ -176,16 +164,8 @@ def test_a_user_trains_and_translates_with_an_installed_read_only_book(installed
 
 def test_translate_without_any_trained_model_says_how_to_get_one(installed, tmp_path):
     python, _ = installed
-    env, work = _as_a_user(tmp_path)
-    result = subprocess.run(
-        [python, "-m", "annotated.translate"],
-        input="Hallo\n",
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    run, _ = as_a_user(python, tmp_path)
+    result = run("-m", "annotated.translate", input="Hallo\n")
     assert result.returncode == 2 and result.stdout == ""
     assert "no trained Multi30k model in" in result.stderr
     assert "python -m annotated.train multi30k" in result.stderr
