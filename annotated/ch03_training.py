@@ -818,7 +818,7 @@ def rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-def _sum_over_processes(values: Sequence[float], device: torch.device) -> list[float]:
+def sum_over_processes(values: Sequence[float], device: torch.device) -> list[float]:
     """Each value summed over all processes (the values themselves when there is one)."""
     if rank_and_world()[1] == 1:
         return list(values)
@@ -911,7 +911,7 @@ def _train(
                 f"step {step + 1}: got {len(micro_batches)} micro-batches, TrainConfig.accumulate is {config.accumulate}"
             )
         local_tokens = sum(batch.n_tokens for batch in micro_batches)
-        tokens = round(_sum_over_processes([local_tokens], device)[0])
+        tokens = round(sum_over_processes([local_tokens], device)[0])
         lr = optimizer.param_groups[0]["lr"]
         optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -929,7 +929,7 @@ def _train(
             # averages their gradients, so each one scales its share up by their number.
             (loss / (tokens / world)).backward()
             total += loss.item()
-        total = _sum_over_processes([total], device)[0]
+        total = sum_over_processes([total], device)[0]
         optimizer.step()
         scheduler.step()
         row = {
@@ -943,7 +943,7 @@ def _train(
         bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", refresh=False)
         stop = bool(on_step(row)) if on_step is not None else False
         if world > 1:  # all stop together, or the others would wait for the missing one forever
-            stop = _sum_over_processes([float(stop)], device)[0] > 0
+            stop = sum_over_processes([float(stop)], device)[0] > 0
         done = step + 1
         if checkpoint is not None and (
             stop

@@ -74,11 +74,19 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # \approx 1.0 \times 10^{-3}$, where the factor 0.358 is `lr_factor`.
 #
 # The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
-# time gets the same model on any machine. `max_minutes` is a safety net on top: training stops
-# once 60 minutes of training time have passed, which on a slower computer ends the run before
-# the learning rate has come down. How long the 3,040 steps take, per kind of CPU, is in the
-# README. The validation BLEU is measured every half epoch, and the time spent measuring it is
-# not counted.
+# time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
+# rather than cuts. Before the first step, `train_run` (in `annotated/runs.py`) times a few steps
+# of a throwaway copy of the model on your machine. If the 3,040 steps fit into the hour, the run
+# is the recipe, unchanged. If they do not, it squeezes the whole schedule into the steps that do
+# fit: the cooldown and the rising dropout end at the new last step, and the snapshots it averages
+# still come from the cooldown. The alternative, stopping the recipe when the hour is up, would
+# end the run with the learning rate still high and nothing settled, and would give a different,
+# weaker model without saying so. The plan is printed, kept in the run folder (`plan.json`) so a
+# resumed run follows it, and if the machine later becomes so slow that training passes 1.2 times
+# the budget, the run stops and says in capitals that its schedule did not finish.
+# `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
+# removes it. How long the 3,040 steps take, per kind of CPU, is in the README. The validation
+# BLEU is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
 # (`ANNOTATED_PROFILE=class`), runs the same code on a smaller budget: two layers a side instead of

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import platform
 import time
@@ -36,6 +37,7 @@ from annotated.ch03_training import (
     load_checkpoint,
     rank_and_world,
     read_checkpoint,
+    sum_over_processes,
     train,
     use_bf16,
     use_fast_dropout,
@@ -91,7 +93,7 @@ class RunConfig:
     steps: int | None = 100_000  # optimizer steps; None: `epochs` passes over the data instead
     epochs: int | None = None
     cooldown_epochs: float = 0.0  # the rate falls linearly to 1/c of its value over these epochs
-    max_minutes: float | None = None  # stop once this much training time has passed
+    max_minutes: float | None = None  # a time budget: the schedule is planned to fit (BudgetPlan)
     precision: str = "auto"  # bf16 autocast where the hardware has it (chapter 3)
     # Evaluation, averaging and decoding (chapter 6)
     evals_per_epoch: int = 2  # validation BLEU this often; also a checkpoint and a snapshot
@@ -104,6 +106,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         if (self.steps is None) == (self.epochs is None):
             raise ValueError(f"give either steps or epochs, not both or neither: {self}")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(
+                f"max_minutes must be positive, or None for no budget: {self.max_minutes}"
+            )
 
     def model_config(
         self, src_vocab: int, tgt_vocab: int, shared: bool | None = None
@@ -161,6 +167,7 @@ class Run:
     history: pd.DataFrame
     evals: pd.DataFrame
     averaged: Translator | None = None  # the average of the last snapshots, when there are any
+    plan: BudgetPlan | None = None  # how a time budget shaped the run (None: it had none)
 
 
 HISTORY_COLUMNS = ("step", "loss", "lr", "tokens", "seconds")
@@ -219,7 +226,8 @@ class Validation:
     """The training loop's per-step hook: score the validation set every so often, and stop on time.
 
     At each evaluation it appends a row to evals.csv and saves a snapshot of the weights; only
-    the first process does either. It returns True (stop) once the time budget is spent.
+    the first process does either. It returns True (stop) once `limit` seconds of training have
+    passed (a planned run's budget with its grace: see `BudgetPlan`).
     """
 
     def __init__(
@@ -231,18 +239,19 @@ class Validation:
         steps_per_epoch: int,
         max_steps: int,
         seconds: float,
+        limit: float | None,
         progress: bool,
     ) -> None:
         self.config, self.folder, self.translator, self.corpus = config, folder, translator, corpus
         self.steps_per_epoch, self.max_steps, self.seconds = steps_per_epoch, max_steps, seconds
+        self.limit = limit  # seconds of training after which the run stops (None: no limit)
         self.every = config.eval_every(steps_per_epoch)
         self.progress, self.rank = progress, rank_and_world()[0]
         self.evals = _read_csv(folder / "evals.csv", EVAL_COLUMNS)
 
     @property
     def out_of_time(self) -> bool:
-        limit = self.config.max_minutes
-        return limit is not None and self.seconds >= limit * 60
+        return self.limit is not None and self.seconds >= self.limit
 
     def __call__(self, row: dict) -> bool:
         self.seconds += row["seconds"]
@@ -275,6 +284,287 @@ class Validation:
             )
 
 
+# ---------------------------------------------------------------- time budgets
+
+PLAN_FILE = "plan.json"
+PROBE_STEPS = 24  # timed steps of the throughput probe, after PROBE_WARMUP untimed ones
+PROBE_WARMUP = 3
+SAFETY = 0.95  # plan for 95% of the budget: a step's cost wanders by a few percent
+GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it.
+
+    Made once, before the first step, from the throughput measured over a few probe steps, and
+    kept in the run folder (plan.json) so that a resumed run follows the same schedule. When the
+    recipe's steps fit, the plan is the recipe itself and the run is the book's, step for step.
+    When they do not, the whole schedule is compressed into the steps that fit: the cooldown and
+    the dropout ramp end at the new last step, the snapshots averaged still lie inside the cooldown,
+    and the warmup shrinks only if it no longer fits before the cooldown (with the same peak rate).
+    """
+
+    budget_minutes: float
+    seconds_per_step: float  # measured by the probe (a run begun without a plan: its history)
+    probe_seconds: float  # the probe's own training time, spent from the budget
+    recipe_steps: int
+    steps: int
+    warmup: int
+    lr_factor: float
+    cooldown_epochs: float
+    average_last: int
+    steps_per_epoch: int
+    machine: str = ""
+    load_average: float | None = None  # the 1-minute load average while the probe ran
+    stopped_at: int | None = None  # the step a time limit stopped the run at, if one did
+    # A run begun before budgets were planned: it keeps its recipe, and the budget stays what it
+    # was then, a limit that stops it (without the grace, which only a measured plan earns).
+    unplanned: bool = False
+
+    @property
+    def steps_per_minute(self) -> float:
+        return 60 / self.seconds_per_step
+
+    @property
+    def shortened(self) -> bool:
+        return self.steps < self.recipe_steps
+
+    def apply(self, config: RunConfig) -> RunConfig:
+        """The run's configuration under this plan (the recipe itself when it fits)."""
+        if not self.shortened:
+            return config
+        return dataclasses.replace(
+            config,
+            steps=self.steps,
+            epochs=None,
+            warmup=self.warmup,
+            lr_factor=self.lr_factor,
+            cooldown_epochs=self.cooldown_epochs,
+            average_last=self.average_last,
+        )
+
+    def limit_seconds(self, budget_minutes: float) -> float:
+        """Training time after which the run stops: the budget with some grace (never silently)."""
+        return budget_minutes * 60 * (1.0 if self.unplanned else GRACE)
+
+    def describe(self, recipe: RunConfig) -> str:
+        """The plan in words: the speed measured here, the steps it will take, the recipe's."""
+        epochs = self.steps / self.steps_per_epoch
+        speed = (
+            f"{self.budget_minutes:g} training minutes at {self.steps_per_minute:.0f} steps a "
+            f"minute here (measured over {PROBE_STEPS} steps)"
+        )
+        busy = ""
+        if self.load_average is not None and self.load_average > os.cpu_count():
+            busy = (
+                f" The machine was busy while it measured (load average {self.load_average:.1f}), "
+                "so the plan may be shorter than this machine allows when idle."
+            )
+        if self.unplanned:
+            return (
+                f"plan: this run began before time budgets were planned, so it keeps its recipe's "
+                f"{self.recipe_steps:,} steps; its budget of {self.budget_minutes:g} training "
+                "minutes stops it, and says so, if they do not fit."
+            )
+        if not self.shortened:
+            minutes = self.steps * self.seconds_per_step / 60
+            return (
+                f"plan: {speed}: the recipe's {self.recipe_steps:,} steps ({epochs:g} epochs) take "
+                f"about {minutes:.0f} of them, so the run is the recipe, unchanged.{busy}"
+            )
+        cooldown = f"the rate cooled down over the last {self.cooldown_epochs:.1f} epochs"
+        if not self.cooldown_epochs:
+            cooldown = "no cooldown (the recipe has none)"
+        warmup = f"{self.warmup} warmup steps"
+        if self.warmup != recipe.warmup:
+            warmup += f" (the recipe's {recipe.warmup}, with the same peak rate)"
+        return (
+            f"plan: {speed}: {self.steps:,} of the recipe's {self.recipe_steps:,} steps "
+            f"({epochs:.1f} epochs), the whole schedule compressed into them: {warmup}, "
+            f"{cooldown}, the last {self.average_last} snapshots averaged. This is not the book's "
+            f"run and its scores will be lower; with more time (--minutes, or max_minutes=None "
+            f"for no budget) the recipe runs unchanged.{busy}"
+        )
+
+
+def plan_budget(
+    config: RunConfig,
+    steps_per_epoch: int,
+    seconds_per_step: float,
+    probe_seconds: float = 0.0,
+    keep_recipe: bool = False,
+    **details,
+) -> BudgetPlan:
+    """Fit the recipe's schedule into `config.max_minutes` of training, at this speed per step.
+
+    `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
+    is tied to the recipe's schedule; the time limit still stops it, and says so).
+    """
+    recipe = config.train_config(steps_per_epoch)
+    available = config.max_minutes * 60 - probe_seconds
+    fit = math.floor(max(available, 0.0) * SAFETY / seconds_per_step)
+    every = config.eval_every(steps_per_epoch)
+    plan = dict(
+        budget_minutes=config.max_minutes,
+        seconds_per_step=seconds_per_step,
+        probe_seconds=probe_seconds,
+        recipe_steps=recipe.max_steps,
+        steps_per_epoch=steps_per_epoch,
+        **details,
+    )
+    if fit >= recipe.max_steps or keep_recipe:
+        return BudgetPlan(
+            unplanned=keep_recipe,
+            steps=recipe.max_steps,
+            warmup=config.warmup,
+            lr_factor=config.lr_factor,
+            cooldown_epochs=config.cooldown_epochs,
+            average_last=config.average_last,
+            **plan,
+        )
+    if fit < max(2 * every, 10):
+        raise ValueError(
+            f"{config.max_minutes:g} training minutes give about {fit} steps on this machine "
+            f"({60 / seconds_per_step:.0f} a minute), too few for this recipe's "
+            f"{recipe.max_steps:,} (it evaluates every {every}). Give more minutes, or no budget "
+            "(max_minutes=None, --minutes none), or choose a smaller profile."
+        )
+    shrink = fit / recipe.max_steps
+    cooldown_epochs = config.cooldown_epochs * shrink
+    cooldown = round(cooldown_epochs * steps_per_epoch)
+    warmup = max(1, min(config.warmup, fit - cooldown))  # the warmup ends before the cooldown
+    # Equation 3 peaks at the last warmup step at lr_factor / sqrt(d_model * warmup): a shorter
+    # warmup keeps the recipe's peak rate by lowering the factor in proportion.
+    lr_factor = config.lr_factor * math.sqrt(warmup / config.warmup)
+    # Average only snapshots of settled weights: inside the cooldown when there is one.
+    window = cooldown if config.cooldown_epochs else fit
+    average_last = max(1, min(config.average_last, window // every))
+    return BudgetPlan(
+        steps=fit,
+        warmup=warmup,
+        lr_factor=lr_factor,
+        cooldown_epochs=cooldown_epochs,
+        average_last=average_last,
+        **plan,
+    )
+
+
+def measure_step_seconds(
+    config: RunConfig, corpus: Corpus, batches: BatchPlan, device: torch.device
+) -> tuple[float, float]:
+    """(seconds per step, the probe's total seconds) of this run's training step on this machine.
+
+    A throwaway copy of the run's model trains PROBE_WARMUP + PROBE_STEPS steps through chapter 3's
+    `train`, on batches spread over the first epoch (short and long sentences alike), with the
+    run's precision, dropout and optimizer; the first PROBE_WARMUP steps are not timed (memory and
+    kernels are set up then). Nothing of it is kept: the run itself starts from its seed. Under
+    torch.distributed every process probes, and all plan with the mean of their times.
+    """
+    rank, world = rank_and_world()
+    count = PROBE_WARMUP + PROBE_STEPS
+    spread = [i * batches.steps_per_epoch // count for i in range(count)]
+    specials = shared_specials(corpus)
+    model = new_model(config, corpus).to(device)
+    trained = (
+        nn.parallel.DistributedDataParallel(model, broadcast_buffers=False) if world > 1 else model
+    )
+    schedule = dataclasses.replace(
+        config.train_config(batches.steps_per_epoch), max_steps=count, cooldown=0
+    )
+    history = train(
+        trained,
+        lambda step: batches.step(spread[step], specials, rank, world),
+        schedule,
+        checkpoint=None,
+        progress=False,
+    )
+    timed, total = history.seconds.iloc[PROBE_WARMUP:].sum(), history.seconds.sum()
+    timed, total = sum_over_processes([timed, total], device)
+    return timed / world / PROBE_STEPS, total / world
+
+
+def _read_plan(folder: Path) -> BudgetPlan | None:
+    path = folder / PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        return BudgetPlan(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{path} is not a plan this book wrote ({error}). Delete it to plan again; if the run "
+            "has a checkpoint, its configuration must then be planned the same way to resume."
+        ) from None
+
+
+def _write_plan(folder: Path, plan: BudgetPlan) -> None:
+    if rank_and_world()[0] == 0:
+        with atomic_write(folder / PLAN_FILE, "w", encoding="utf-8") as handle:
+            json.dump(dataclasses.asdict(plan), handle, indent=1)
+
+
+def budget_plan(
+    config: RunConfig,
+    folder: Path,
+    corpus: Corpus,
+    batches: BatchPlan,
+    device: torch.device,
+    checkpoint: Path,
+    progress: bool,
+) -> BudgetPlan | None:
+    """The run's plan: the one in its folder, else a new one (None when it has no time budget)."""
+    if config.max_minutes is None:
+        return None
+    say = progress and rank_and_world()[0] == 0
+    plan = _read_plan(folder)
+    if plan is not None:
+        if say:
+            kept = f"plan kept from this run's start ({plan.budget_minutes:g} minutes)"
+            if plan.budget_minutes != config.max_minutes:
+                kept += f"; the budget of {config.max_minutes:g} now only moves the time limit"
+            print(f"{kept}: {plan.steps:,} steps", flush=True)
+        return plan
+    history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
+    if history:  # a run begun before plans existed: it stays its recipe
+        seconds, probe = sum(row["seconds"] for row in history) / len(history), 0.0
+    else:
+        seconds, probe = measure_step_seconds(config, corpus, batches, device)
+    plan = plan_budget(
+        config,
+        batches.steps_per_epoch,
+        seconds,
+        probe,
+        keep_recipe=bool(history),  # a checkpoint is tied to the recipe's schedule
+        machine=machine(),
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    )
+    _write_plan(folder, plan)
+    if say:
+        print(plan.describe(config), flush=True)
+    return plan
+
+
+def _report_stop(plan: BudgetPlan, folder: Path, step: int, minutes: float) -> BudgetPlan:
+    """Say, and record in plan.json, that the time limit ended the schedule early."""
+    plan = dataclasses.replace(plan, stopped_at=step)
+    _write_plan(folder, plan)
+    why = (
+        f"the {plan.budget_minutes:g}-minute budget of a run begun before budgets were planned"
+        if plan.unplanned
+        else f"more than {GRACE:g} times the {plan.budget_minutes:g}-minute budget: the machine "
+        "became slower than when the plan was made"
+    )
+    if rank_and_world()[0] == 0:
+        print(
+            f"TIME LIMIT: training stopped at step {step:,} of the {plan.steps:,} planned, after "
+            f"{minutes:.1f} training minutes ({why}). The schedule did not finish: the learning "
+            "rate never reached its planned end, and the scores below are of an unfinished run. "
+            "Run the same command with a larger budget (--minutes) to finish it.",
+            flush=True,
+        )
+    return plan
+
+
 def train_run(config: RunConfig, folder: str | Path, corpus: Corpus, progress: bool = True) -> Run:
     """Train, resume, or just load the run in `folder` (whose vocabularies are saved there).
 
@@ -295,10 +585,13 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
     specials = shared_specials(corpus)
     pairs = corpus.ids["train"][: config.train_pairs]
     plan = BatchPlan.build(pairs, config.max_tokens, config.accumulate, world, config.seed)
+    checkpoint = folder / "checkpoint.pt"
+    budget = budget_plan(config, folder, corpus, plan, device, checkpoint, progress)
+    limit = None if budget is None else budget.limit_seconds(config.max_minutes)
+    config = config if budget is None else budget.apply(config)
     train_config = config.train_config(plan.steps_per_epoch)
     model = new_model(config, corpus).to(device)
     translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
-    checkpoint = folder / "checkpoint.pt"
     history = _saved_history(checkpoint, model.config, train_config)
     validation = Validation(
         config,
@@ -308,6 +601,7 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
         plan.steps_per_epoch,
         train_config.max_steps,
         float(history.seconds.sum()),
+        limit,
         progress,
     )
     if validation.out_of_time:  # the time budget is spent: load the result, train no more
@@ -328,11 +622,16 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
             extra={"decoding": dataclasses.asdict(config.decoding)},
         )
     model.eval()
+    if budget is not None and int(history.step.max()) < train_config.max_steps:
+        budget = _report_stop(budget, folder, int(history.step.max()), validation.seconds / 60)
+    elif budget is not None and budget.stopped_at is not None:  # finished since: a larger budget
+        budget = dataclasses.replace(budget, stopped_at=None)
+        _write_plan(folder, budget)
     if rank != 0:
-        return Run(config, folder, translator, corpus, history, validation.evals)
+        return Run(config, folder, translator, corpus, history, validation.evals, plan=budget)
     _write_csv(history, folder / "history.csv")
     averaged = average_run(config, folder, corpus, model.config)
-    return Run(config, folder, translator, corpus, history, validation.evals, averaged)
+    return Run(config, folder, translator, corpus, history, validation.evals, averaged, budget)
 
 
 def _saved_history(

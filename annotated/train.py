@@ -1,7 +1,10 @@
 """Train a chapter's model from the command line: `python -m annotated.train multi30k|wmt`.
 
 The run folder holds the checkpoint, the vocabularies and the history; running the same command
-again resumes a stopped run, or just reports a finished one. ANNOTATED_PROFILE=smoke (or
+again resumes a stopped run, or just reports a finished one. A time budget (`--minutes 30`)
+plans how many steps fit before training starts and shrinks the whole schedule to them, so that
+warmup, cooldown and averaging all finish inside it; without the option the profile's budget
+applies, and `--minutes none` trains the recipe whatever the time. ANNOTATED_PROFILE=smoke (or
 --profile smoke) selects the tiny CI profile. WMT also runs data-parallel under torchrun:
 
     torchrun --standalone --nproc_per_node=8 -m annotated.train wmt --profile base
@@ -10,6 +13,8 @@ again resumes a stopped run, or just reports a finished one. ANNOTATED_PROFILE=s
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import sys
 from pathlib import Path
 
@@ -31,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         choices=sorted({p for profiles in PROFILES.values() for p in profiles}),
         default=None,
-        help="multi30k: full, class, smoke; wmt: sample, smoke, base, big "
+        help="multi30k: full, class, smoke; wmt: sample, class, smoke, base, big "
         "(default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
     )
     parser.add_argument(
@@ -40,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="default: <runs>/<task>-<profile>, <runs> being runs/ in a checkout, else "
         "$ANNOTATED_RUNS_DIR or the user's data folder (~/.local/share/annotated/runs on Linux)",
+    )
+    parser.add_argument(
+        "--minutes",
+        type=budget_minutes,
+        default=False,
+        metavar="M",
+        help="a budget of M training minutes: the schedule is planned to fit it, from the speed "
+        "measured over the first steps, and kept if the run is resumed ('none': no budget; "
+        "default: the profile's, 60 for multi30k full)",
     )
     parser.add_argument("--no-scores", action="store_true", help="skip the final BLEU/chrF scores")
     args = parser.parse_args(argv)
@@ -58,6 +72,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def budget_minutes(text: str) -> float | None:
+    """--minutes: a positive number of minutes, or "none"."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(
+            f"give a positive number of minutes or 'none', not {text!r}"
+        )
+    return value
+
+
+def with_budget(config, args: argparse.Namespace):
+    """The profile's configuration with the budget --minutes gave (unchanged without it)."""
+    return (
+        config if args.minutes is False else dataclasses.replace(config, max_minutes=args.minutes)
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Train (or resume, or load) the run the arguments describe, then print its scores."""
     from annotated.runs import RUNS_DIR, final_scores
@@ -69,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         from annotated import ch07_multi30k as ch07
 
         profile, config = ch07.profile_config(args.profile)
+        config = with_budget(config, args)
         folder = args.run_dir or RUNS_DIR / f"multi30k-{profile}"
         run = ch07.train_multi30k(config, folder)
         columns = COLUMNS
@@ -77,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
         rank, _ = ch08.setup_distributed()
         profile, config = ch08.wmt_profile(args.profile)
+        config = with_budget(config, args)
         folder = args.run_dir or RUNS_DIR / f"wmt-{profile}"
         run = ch08.train_wmt(config, folder)
         ch08.teardown_distributed()

@@ -3,6 +3,8 @@ paper's configurations, shared weights, step sizes, the data-parallel check, and
 on the WMT14 sample."""
 
 import dataclasses
+import json
+import os
 import re
 import subprocess
 import sys
@@ -250,3 +252,25 @@ def test_train_cli_runs_the_wmt_smoke_profile(tmp_path):
         cwd=ROOT,
     )
     assert bad.returncode == 2 and "profiles" in bad.stderr
+
+
+@needs_data
+def test_a_budget_is_planned_alike_by_every_process(tmp_path):
+    # Two gloo processes: both probe, plan with the mean of their times, and train the same steps.
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    command += ["-m", "annotated.train", "wmt", "--profile", "smoke", "--minutes", "5"]
+    command += ["--run-dir", str(tmp_path), "--no-scores"]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["steps"] == plan["recipe_steps"] == 6  # five minutes hold the smoke recipe
+    assert result.stdout.count("plan: 5 training minutes") == 1  # said once, by the first process
+    assert "the run is the recipe, unchanged" in result.stdout
+    assert f"{tmp_path}: 6 steps" in result.stdout

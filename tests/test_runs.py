@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from annotated.ch02_model import ModelConfig, make_model
+from annotated.ch03_training import cooled_rate, rate
 from annotated.ch06_decoding import DecodeConfig
 from annotated.runs import (
     PROFILE_ENV,
     RunConfig,
     average_snapshots,
     pick_profile,
+    plan_budget,
     save_snapshot,
     saved_scores,
 )
@@ -117,3 +119,191 @@ def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):
     assert ch08_wmt.wmt_profile() == ("class", ch08_wmt.WMT_PROFILES["smoke"])
     assert ch09_table3.table3_plan() == ("class", ch09_table3.TABLE3_PROFILES["full"])
     assert all("class" in names for names in train.PROFILES.values())
+
+
+# ---------------------------------------------------------------- time budgets
+
+
+def _hour_recipe(**changes):
+    """Chapter 7's recipe shape: 20 epochs of 152 steps, cooldown over the second half."""
+    fields = dict(
+        steps=None,
+        epochs=20,
+        warmup=500,
+        lr_factor=0.358,
+        d_model=256,
+        cooldown_epochs=10.0,
+        p_drop_final=0.3,
+        max_minutes=60.0,
+        evals_per_epoch=2,
+        average_last=5,
+    )
+    return RunConfig(**{**fields, **changes})
+
+
+def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
+    config = _hour_recipe()
+    plan = plan_budget(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    assert not plan.shortened and plan.steps == plan.recipe_steps == 3040
+    assert plan.apply(config) is config  # the book's run, step for step
+    assert round(plan.steps_per_minute) == 100
+    assert "the run is the recipe, unchanged" in plan.describe(config)
+
+
+def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
+    config = _hour_recipe()
+    plan = plan_budget(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
+    planned = plan.apply(config)
+    train = planned.train_config(152)
+    # The steps fit the budget (with the probe's time spent from it)...
+    assert plan.shortened and train.max_steps == plan.steps
+    assert plan.steps * 1.4 + 40.0 <= 60 * 60
+    assert plan.steps * 1.4 + 40.0 >= 0.9 * 60 * 60  # ...and use most of it
+    # ...the cooldown keeps its share of the run and ends at the new last step...
+    assert train.cooldown / train.max_steps == pytest.approx(0.5, abs=0.01)
+    assert cooled_rate(train.max_steps, 256, train) == pytest.approx(
+        rate(train.max_steps, 256, train.warmup, train.lr_factor) / train.cooldown
+    )
+    # ...the warmup still fits before it, and the averaged snapshots lie inside it.
+    assert (train.warmup, train.lr_factor) == (500, 0.358)
+    assert planned.average_last * planned.eval_every(152) <= train.cooldown
+    assert planned.average_last == 5
+    text = plan.describe(config)
+    assert f"{plan.steps:,} of the recipe's 3,040 steps" in text and "not the book's run" in text
+
+
+def test_a_tiny_budget_shortens_the_warmup_but_keeps_the_peak_rate():
+    config = _hour_recipe(epochs=5, cooldown_epochs=2.5, max_minutes=5.0, average_last=2)
+    plan = plan_budget(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    train = plan.apply(config).train_config(152)
+    assert plan.steps < 760 and train.warmup < 500
+    assert train.warmup <= train.max_steps - train.cooldown
+    peak = rate(train.warmup, 256, train.warmup, train.lr_factor)
+    assert peak == pytest.approx(rate(500, 256, 500, 0.358))  # 1.0e-3, the recipe's peak
+    assert 1 <= plan.average_last <= 2
+    assert plan.average_last * config.eval_every(152) <= train.cooldown
+
+
+def test_a_recipe_without_cooldown_keeps_its_averaging():
+    # chapter 8's sample: the paper's 100,000 steps, of which 20 minutes give a few hundred
+    config = _hour_recipe(
+        steps=100_000, epochs=None, cooldown_epochs=0.0, warmup=300, max_minutes=20.0
+    )
+    plan = plan_budget(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
+    assert 450 < plan.steps < 530 and plan.warmup == 300 and plan.average_last == 5
+    assert plan.apply(config).train_config(56).cooldown == 0
+    assert "no cooldown" in plan.describe(config)
+
+
+def test_too_little_time_is_refused_with_what_to_do():
+    config = _hour_recipe(max_minutes=0.5)
+    with pytest.raises(ValueError, match="give about 19 steps.*Give more minutes"):
+        plan_budget(config, 152, seconds_per_step=1.5)
+    with pytest.raises(ValueError, match="max_minutes must be positive"):
+        _hour_recipe(max_minutes=0.0)
+
+
+class _Clock:
+    """A stand-in for chapter 3's `time` module: every optimizer step takes `cost(step)` seconds."""
+
+    def __init__(self, cost):
+        self.calls, self.cost = 0, cost
+
+    def perf_counter(self) -> float:
+        # the loop reads the clock twice a step: before it, and after it
+        step, self.calls = self.calls // 2, self.calls + 1
+        return float(sum(self.cost(s) for s in range(step))) + (
+            self.cost(step) if self.calls % 2 == 0 else 0.0
+        )
+
+
+def _budget_run_config():
+    from annotated.ch07_multi30k import PROFILES
+
+    # The smoke model, four epochs (about 180 steps), a two-minute budget.
+    return dataclasses.replace(PROFILES["smoke"], epochs=4, cooldown_epochs=2.0, evals_per_epoch=2)
+
+
+@pytest.mark.multi30k
+def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
+    corpus, tmp_path, monkeypatch, capsys
+):
+    from annotated import ch03_training
+    from annotated.ch07_multi30k import train_multi30k
+
+    config = _budget_run_config()
+    monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0))
+    run = train_multi30k(config, tmp_path, progress=True, corpus=corpus)
+    plan = run.plan
+    assert plan.shortened and plan.seconds_per_step == 1.0 and plan.probe_seconds == 27.0
+    assert "of the recipe's" in capsys.readouterr().out
+    last = int(run.history.step.max())
+    assert last == plan.steps == run.config.train_config(plan.steps_per_epoch).max_steps
+    assert run.history.seconds.sum() + plan.probe_seconds <= config.max_minutes * 60
+    train = run.config.train_config(plan.steps_per_epoch)
+    assert run.history.lr.iloc[-1] == pytest.approx(
+        cooled_rate(last, run.translator.model.config.d_model, train)
+    )
+    assert train.cooldown > 0 and run.evals.step.max() == last
+    averaged = torch.load(tmp_path / "averaged.pt", weights_only=True)["averaged"]
+    assert len(averaged) == plan.average_last and averaged[-1] == f"step-{last:06d}.pt"
+    assert json.loads((tmp_path / "plan.json").read_text())["steps"] == last
+    # Run again, on a machine ten times faster: the plan made at the start is kept.
+    monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 0.1))
+    again = train_multi30k(config, tmp_path, progress=True, corpus=corpus)
+    assert "plan kept" in capsys.readouterr().out
+    assert again.plan == plan and again.history.equals(run.history)
+
+
+@pytest.mark.multi30k
+def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypatch, capsys):
+    from annotated import ch03_training
+    from annotated.ch07_multi30k import train_multi30k
+
+    config = _budget_run_config()
+    # The machine is three times slower once the plan is made (the probe is 27 steps).
+    monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0 if step < 27 else 3.0))
+    run = train_multi30k(config, tmp_path, progress=False, corpus=corpus)
+    stopped = int(run.history.step.max())
+    assert stopped < run.plan.steps and run.plan.stopped_at == stopped
+    assert run.history.seconds.sum() >= config.max_minutes * 60 * 1.2
+    said = capsys.readouterr().out
+    assert "TIME LIMIT" in said and "did not finish" in said and f"{stopped:,}" in said
+    assert json.loads((tmp_path / "plan.json").read_text())["stopped_at"] == stopped
+    # Loading the stopped run says it again.
+    train_multi30k(config, tmp_path, progress=False, corpus=corpus)
+    assert "TIME LIMIT" in capsys.readouterr().out
+    # A larger budget resumes it and finishes the same plan.
+    longer = dataclasses.replace(config, max_minutes=60.0)
+    done = train_multi30k(longer, tmp_path, progress=False, corpus=corpus)
+    assert int(done.history.step.max()) == run.plan.steps and done.plan.stopped_at is None
+    assert "TIME LIMIT" not in capsys.readouterr().out
+
+
+@pytest.mark.multi30k
+def test_a_budget_that_fits_trains_the_same_model_as_no_budget(corpus, tmp_path):
+    from annotated.ch07_multi30k import PROFILES, train_multi30k
+
+    # The probe trains a throwaway model first; the run must not feel it (same seed, same draws).
+    smoke = PROFILES["smoke"]
+    free = train_multi30k(
+        dataclasses.replace(smoke, max_minutes=None), tmp_path / "free", False, corpus
+    )
+    planned = train_multi30k(
+        dataclasses.replace(smoke, max_minutes=600.0), tmp_path / "planned", False, corpus
+    )
+    assert free.plan is None and not planned.plan.shortened
+    assert planned.history.loss.tolist() == free.history.loss.tolist()
+    assert not (tmp_path / "free" / "plan.json").exists()
+
+
+def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
+    # Its checkpoint is tied to the recipe's schedule, so nothing is compressed; the budget stays
+    # the plain limit it was when the run began (a measured plan's grace would train past it).
+    config = _hour_recipe(max_minutes=20.0)
+    plan = plan_budget(config, 152, seconds_per_step=2.0, keep_recipe=True)
+    assert plan.unplanned and plan.steps == 3040 and plan.apply(config) is config
+    assert plan.limit_seconds(20.0) == 20 * 60
+    assert "began before time budgets were planned" in plan.describe(config)
+    measured = plan_budget(config, 152, seconds_per_step=0.3)
+    assert not measured.unplanned and measured.limit_seconds(20.0) == 20 * 60 * 1.2

@@ -306,3 +306,21 @@ def test_train_with_a_missing_data_folder_says_where_to_put_it(tmp_path):
     result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
     assert result.returncode == 2 and result.stderr.startswith("train: ")
     assert "nowhere" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "abc", "inf", "nan", ""])
+def test_train_refuses_a_budget_that_is_not_a_positive_number_of_minutes(tmp_path, value):
+    result = train_cli("multi30k", "--minutes", value, "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2 and "positive number of minutes or 'none'" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_budget_option_sets_or_removes_the_profiles_budget():
+    from annotated.ch07_multi30k import PROFILES
+    from annotated.train import budget_minutes, with_budget
+
+    full = PROFILES["full"]
+    given = lambda text: with_budget(full, type("Args", (), {"minutes": text})())  # noqa: E731
+    assert given(False) is full  # no --minutes: the profile's 60
+    assert given(budget_minutes("30")).max_minutes == 30.0
+    assert given(budget_minutes(" None ")).max_minutes is None
