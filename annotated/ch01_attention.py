@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 import altair as alt
@@ -151,6 +151,222 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 
 # %% tags=["active-ipynb"]
 # print("output =", output[0].numpy().round(4), "  (mostly the first value, a little of the second)")
+
+# %% [markdown]
+# ### Drawn as a flow
+#
+# The same equation as a picture, in the spirit of the paper's Figure 2 (left). The book draws it
+# from the code: `attention_flow` runs our `attention` on the tensors it is given and labels each
+# arrow with the shape that really flows along it. Here a batch of 2 sentences, 5 queries and 7
+# keys of width 64, with a mask.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import attention_flow
+#
+# attention_flow(
+#     torch.zeros(2, 5, 64), torch.zeros(2, 7, 64), torch.zeros(2, 7, 64),
+#     mask=torch.ones(2, 1, 7, dtype=torch.bool),
+# )
+
+# %% [markdown]
+# ### One sentence, step by step
+#
+# Numbers make it concrete. Take the six words *a dog chases the red ball* and give each one a
+# query, a key and a value of only four numbers, written by hand so that each number means
+# something. A key says what a word offers: being an animal, being a thing, being an action,
+# being an article. A query says what a word is looking for, along the same four lines: the verb
+# *chases* looks for an animal and a thing, *red* looks for a thing, *dog* and *ball* for the
+# action. A value is what a word hands over when it is attended to: here, just which content word
+# it is (articles hand over nothing). In a trained model the three vectors are computed from the
+# word by learned matrices ($W^Q$, $W^K$, $W^V$ in section 4) and nobody chooses their meaning;
+# chapter 7 repeats this walk with the trained model's own numbers.
+
+
+# %%
+WALK_WORDS = ["a", "dog", "chases", "the", "red", "ball"]
+WALK_FEATURES = ["animal", "thing", "action", "article"]  # what the query and key numbers mean
+WALK_CONTENT = ["dog", "ball", "chasing", "red"]  # what the value numbers mean
+
+
+def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
+    """The sentence of the walk and its hand-made queries, keys and values (float64, d_k = 4)."""
+    query = [[0, 0, 0, 0], [0, 0, 2, 0], [2, 2, 0, 0], [0, 0, 0, 0], [0, 2, 0, 0], [0, 0, 2, 0]]
+    key = [[0, 0, 0, 2], [2, 0, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2], [0, 1, 0, 0], [0, 2, 0, 0]]
+    value = [[0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 0]]
+    as_tensor = lambda rows: torch.tensor(rows, dtype=torch.float64)  # noqa: E731
+    return list(WALK_WORDS), as_tensor(query), as_tensor(key), as_tensor(value)
+
+
+def _cells(matrix: Tensor, rows: list[str], columns: list[str], **extra) -> pd.DataFrame:
+    """A matrix as a long table, one row per cell, its values rounded to 2 decimals."""
+    return pd.DataFrame(
+        [
+            {"row": f"{i + 1} {r}", "column": c, "value": round(float(matrix[i, j]), 2), **extra}
+            for i, r in enumerate(rows)
+            for j, c in enumerate(columns)
+        ]
+    )
+
+
+def number_heatmap(
+    frame: pd.DataFrame, title: str, x_title: str, y_title: str, width: int = 150
+) -> alt.LayerChart:
+    """A heatmap of a long table (row, column, value) with each cell's number written in it."""
+    rows, columns = list(dict.fromkeys(frame["row"])), list(dict.fromkeys(frame["column"]))
+    base = alt.Chart(frame).encode(
+        x=alt.X("column:N", sort=columns, title=x_title, axis=alt.Axis(labelAngle=-40)),
+        y=alt.Y("row:N", sort=rows, title=y_title),
+    )
+    # Blues for values that are all positive; blue-orange around 0 where some are negative.
+    largest = max(float(frame["value"].abs().max()), 1e-9)
+    scale = (
+        alt.Scale(scheme="blueorange", domainMid=0)
+        if frame["value"].min() < 0
+        else alt.Scale(scheme="blues", domain=[0, largest])
+    )
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("value:Q", scale=scale, legend=None),
+        tooltip=["row", "column", "value"],
+    )
+    numbers = base.mark_text(fontSize=11).encode(  # white on the darkest cells
+        text=alt.Text("value:Q", format=".2f"),
+        color=alt.condition(
+            f"abs(datum.value) > {0.6 * largest:.3g}", alt.value("white"), alt.value("black")
+        ),
+    )
+    return (cells + numbers).properties(width=width, height=22 * len(rows), title=title)
+
+
+def vectors_chart(
+    words: list[str],
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    features: Sequence[str] = WALK_FEATURES,
+    contents: Sequence[str] = WALK_CONTENT,
+    title: str = "The walk's sentence: a query, a key and a value for each word",
+) -> alt.HConcatChart:
+    """Each word's query, key and value, side by side, with their numbers.
+
+    `features` names the query and key numbers shown, `contents` the value numbers (a vector
+    longer than its names is shown in part: its first numbers).
+    """
+    q, k, v = query[:, : len(features)], key[:, : len(features)], value[:, : len(contents)]
+    features, contents = list(features), list(contents)
+    return alt.hconcat(
+        number_heatmap(_cells(q, words, features), "queries Q: what a word looks for", "", "word"),
+        number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", ""),
+        number_heatmap(_cells(v, words, contents), "values V: what it hands over", "", ""),
+    ).properties(title=title)
+
+
+def one_query_steps(
+    words: list[str],
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    i: int,
+    contents: Sequence[str] = WALK_CONTENT,
+) -> pd.DataFrame:
+    """Equation 1 for query `i` alone, one column per step: score, scaled score, weight, and the
+    weighted values (those that `contents` names) that add up to the output."""
+    d_k = query.size(-1)
+    scores = key @ query[i]
+    scaled = scores / math.sqrt(d_k)
+    weights = scaled.softmax(-1)
+    table = pd.DataFrame(
+        {
+            "key word": [f"{j + 1} {w}" for j, w in enumerate(words)],
+            "q·k": scores.numpy(),
+            f"÷ √{d_k}": scaled.numpy(),
+            "softmax weight": weights.numpy(),
+        }
+    )
+    for c, name in enumerate(list(contents)[: value.size(-1)]):
+        table[f"weight × v[{name}]"] = (weights * value[:, c]).numpy()
+    return table.round(2)
+
+
+def one_query_chart(steps: pd.DataFrame, word: str) -> alt.HConcatChart:
+    """The steps of `one_query_steps` as bars with their numbers: score, scaled, softmax."""
+    panels = []
+    for column, colour in (
+        ("q·k", "#9e9e9e"),
+        (steps.columns[2], "#6baed6"),
+        ("softmax weight", "#08519c"),
+    ):
+        base = alt.Chart(steps).encode(
+            y=alt.Y("key word:N", sort=list(steps["key word"]), title=None),
+            x=alt.X(f"{column}:Q", title=column),
+        )
+        bars = base.mark_bar(color=colour)
+        labels = base.mark_text(align="left", dx=3, fontSize=11).encode(
+            text=alt.Text(f"{column}:Q", format=".2f")
+        )
+        panels.append((bars + labels).properties(width=130, height=22 * len(steps)))
+    return alt.hconcat(*panels).properties(
+        title=f"The query of '{word}' against every key: dot product, scaled, softmax"
+    )
+
+
+def all_queries_chart(
+    words: list[str],
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    contents: Sequence[str] = WALK_CONTENT,
+) -> alt.HConcatChart:
+    """Equation 1 for all queries at once: scaled scores Q Kᵀ/√d_k, weights, output (the part
+    of it that `contents` names)."""
+    output, weights = attention(query, key, value)
+    scaled = query @ key.T / math.sqrt(query.size(-1))
+    labels = [f"{j + 1} {w}" for j, w in enumerate(words)]
+    size = 28 * len(words) + 2
+    shown = output[:, : len(contents)]
+    return alt.hconcat(
+        number_heatmap(_cells(scaled, words, labels), "Q Kᵀ / √d_k", "key", "query", size),
+        number_heatmap(_cells(weights, words, labels), "softmax, row by row", "key", "", size),
+        number_heatmap(_cells(shown, words, list(contents)), "weights · V = output", "", "", 120),
+    ).properties(title=f"All {len(words)} queries at once: three matrix operations")
+
+
+# %% tags=["active-ipynb"]
+# words, Q, K, V = walk_example()
+# vectors_chart(words, Q, K, V)
+
+# %% [markdown]
+# Follow the verb. The query of *chases* is $(2, 2, 0, 0)$: it wants an animal and a thing. Its
+# dot product with each key is that match as a number: 4 with *dog* and with *ball*, 2 with
+# *red* (half a thing), 0 with the rest. Divided by $\sqrt{d_k} = 2$ the scores become 2, 2, 1
+# and 0, and the softmax turns them into weights: 0.36 each for *dog* and *ball*, 0.13 for *red*,
+# 0.05 for each of the other three. Nothing gets a weight of exactly zero: the softmax never
+# rules a key out, it only makes it small.
+
+# %% tags=["active-ipynb"]
+# steps = one_query_steps(words, Q, K, V, WALK_WORDS.index("chases"))
+# one_query_chart(steps, "chases")
+
+# %% [markdown]
+# The output is the weighted sum of the values: each value scaled by its weight, then added up.
+# The table has one column per value number; the output of *chases* is each column's total.
+
+# %% tags=["active-ipynb"]
+# print(steps.to_string(index=False))
+# print("output for 'chases' (the column totals):", steps.iloc[:, 4:].sum().round(2).tolist())
+
+# %% [markdown]
+# After this one step of attention the verb's vector carries $(0.36, 0.36, 0.05, 0.13)$: mostly
+# *dog* and *ball*, a little *red*. It now holds who chases what, which on its own it could not
+# know. The article *a* looks for nothing (its query is zero), so all six scores are 0, its
+# weights are all 1/6 and it receives the plain average of the values.
+#
+# All six queries are computed at once, as three matrix operations: the score matrix
+# $QK^\top/\sqrt{d_k}$ (one row per query), its softmax row by row, and the product with $V$.
+# Row 3 of each matrix is the walk above.
+
+# %% tags=["active-ipynb"]
+# all_queries_chart(words, Q, K, V)
+
 
 # %% [markdown]
 # ## 2. Why divide by $\sqrt{d_k}$?
@@ -505,6 +721,59 @@ class MultiHeadAttention(nn.Module):
 # print("output          ", tuple(out.shape), "  (batch, len_q, d_model)")
 # print("weights per head", tuple(mha.weights.shape), "  (batch, h, len_q, len_k)")
 # print("parameters      ", sum(p.numel() for p in mha.parameters()), " = 4 × (512 × 512 + 512)")
+
+# %% [markdown]
+# Drawn from this module: `multi_head_flow` reads the sizes from its linear maps, so a module with
+# other sizes gives another drawing.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import multi_head_flow
+#
+# multi_head_flow(mha, length=10)
+
+# %% [markdown]
+# What several heads buy shows on the walk's sentence from section 1. A second head, with
+# queries and keys of its own, can look for something else at the same time. Here its keys are
+# the words' positions and each query asks for the position before its own, a pattern that heads
+# of trained models often learn once positions are part of the input (chapter 2). Each head
+# gives every word its own weighted sum of the values; the model concatenates them, and $W^O$ mixes
+# them.
+
+
+# %%
+def walk_heads() -> list[tuple[str, Tensor]]:
+    """Two heads on the walk's sentence: (what the head does, its attention weights).
+
+    The first is the walk's own head. The second has other queries and keys: its keys are the
+    words' positions (one-hot), and each query asks for the position just before its own, so it
+    attends to the previous word, as heads of trained models often learn to do once positions are
+    added to the words (chapter 2).
+    """
+    words, query, key, value = walk_example()
+    n = len(words)
+    positions = torch.eye(n, dtype=torch.float64)
+    previous = torch.zeros(n, n, dtype=torch.float64)
+    for i in range(1, n):
+        previous[i, i - 1] = 3.0
+    _, first = attention(query, key, value)
+    _, second = attention(previous, positions, value)
+    return [("head 1: the walk's (who does what)", first), ("head 2: the word before", second)]
+
+
+def heads_chart(words: list[str], heads: list[tuple[str, Tensor]]) -> alt.HConcatChart:
+    """The attention weights of several heads on one sentence, side by side, with their numbers."""
+    labels = [f"{j + 1} {w}" for j, w in enumerate(words)]
+    panels = [
+        number_heatmap(_cells(weights, words, labels), name, "key", "query" if i == 0 else "", 170)
+        for i, (name, weights) in enumerate(heads)
+    ]
+    return alt.hconcat(*panels).properties(
+        title="Two heads, two patterns: each head has its own queries and keys"
+    )
+
+
+# %% tags=["active-ipynb"]
+# heads_chart(words, walk_heads())
 
 # %% [markdown]
 # Later chapters draw the weights of a trained model's attention modules. `kept_weights` switches

@@ -108,6 +108,23 @@ class ModelConfig:
 # ModelConfig(src_vocab=37000, tgt_vocab=37000)
 
 # %% [markdown]
+# ### The map of this chapter
+#
+# Here is where the chapter is going: the paper's Figure 1, drawn by the book from the model this
+# chapter builds, with the paper's base sizes. `architecture` (in `annotated/drawings.py`) walks a
+# built model's modules and draws what it finds: one layer of each stack with its count $N$
+# beside it, each sub-layer with its residual path and normalization, and the shape of the
+# tensor on each arrow ($B$ sentences of $S$ source and $T$ target tokens). Each section below
+# draws it again, with the parts built so far in full and the new one outlined in red.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import architecture, architecture_of
+#
+# paper = architecture_of(ModelConfig(src_vocab=37000, tgt_vocab=37000, share_embeddings=True))
+# architecture(paper)
+
+
+# %% [markdown]
 # ## 2. Sub-layers, residual connections and layer normalization (section 3.1)
 #
 # Each encoder layer has two *sub-layers*: multi-head self-attention, then a feed-forward
@@ -216,6 +233,14 @@ class SublayerConnection(nn.Module):
 
 
 # %% [markdown]
+# In the map, the wrapper is every "Add & Norm" box with the path that carries $x$ around its
+# sub-layer (the attention boxes are chapter 1's `MultiHeadAttention`).
+
+# %% tags=["active-ipynb"]
+# architecture(paper, built=["attention", "residual"], highlight=["residual"])
+
+
+# %% [markdown]
 # ## 3. The position-wise feed-forward network (section 3.3)
 #
 # After attention has mixed information *between* positions, each position is processed on its
@@ -241,6 +266,13 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """(batch, len, d_model) -> (batch, len, d_ff) -> (batch, len, d_model)."""
         return self.w_2(self.w_1(x).relu())
+
+
+# %% [markdown]
+# With it, every box inside the two stacks exists:
+
+# %% tags=["active-ipynb"]
+# architecture(paper, built=["attention", "residual", "feed_forward"], highlight=["feed_forward"])
 
 
 # %% [markdown]
@@ -348,6 +380,14 @@ class Decoder(nn.Module):
 
 
 # %% [markdown]
+# The stacks, and the encoder's output (`memory`) that every decoder layer's second attention
+# reads:
+
+# %% tags=["active-ipynb"]
+# architecture(paper, built=["attention", "residual", "feed_forward", "stacks"], highlight=["stacks"])
+
+
+# %% [markdown]
 # ## 5. Embeddings and the output layer (section 3.4)
 #
 # Tokens enter as integer ids. A learned embedding table turns each id into a
@@ -383,6 +423,18 @@ class Embeddings(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """(batch, len) int -> (batch, len, d_model)."""
         return self.lut(tokens) * self.scale
+
+
+# %% [markdown]
+# The ends of the model: the embeddings below and the output layer above, with the dashed lines
+# joining the three roles of the one shared matrix.
+
+# %% tags=["active-ipynb"]
+# architecture(
+#     paper,
+#     built=["attention", "residual", "feed_forward", "stacks", "embeddings", "output"],
+#     highlight=["embeddings", "output"],
+# )
 
 
 # %% [markdown]
@@ -692,6 +744,12 @@ def similarity_chart(frame: pd.DataFrame) -> alt.Chart:
 # translation filter accepts long sentences, up to a limit you can raise (`--max-tokens`), and
 # leaves a longer line untranslated with a warning instead of spending minutes on it.
 #
+# With the positions, the map is complete:
+
+# %% tags=["active-ipynb"]
+# architecture(paper, highlight=["positions"])
+
+# %% [markdown]
 # ## 7. The full model
 #
 # Now the assembly, following Figure 1 from bottom to top: embed and position-encode the source,
@@ -959,6 +1017,16 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 # exactly this. It is one reason the paper's post-norm model needs the learning-rate warmup of
 # chapter 3, and why pre-norm became the usual choice for deep stacks. We keep the paper's
 # arrangement as the default, with its schedule.
+#
+# The map shows the difference too. Here is a pre-norm model with two layers a side and two
+# vocabularies, drawn from the model `make_model` builds: a LayerNorm before each sub-layer, the
+# residual path joining at a plain addition (⊕), a final LayerNorm on top of each stack, and only
+# the target embedding shared with the output layer.
+
+# %% tags=["active-ipynb"]
+# architecture(make_model(ModelConfig(8000, 6000, N=2, d_model=256, d_ff=1024, h=4, norm_first=True, tie_target_embeddings=True)))
+
+# %% [markdown]
 #
 # **What we have:** `ModelConfig`, `LayerNorm` from its formula, every box of Figure 1, and
 # `make_model`, with its parameter counts set beside Table 3's. The model's layers are checked

@@ -159,6 +159,18 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # print(example.tgt_mask[1].int())
 
 # %% [markdown]
+# The same as a picture, drawn from a batch by `teacher_forcing` (in `annotated/drawings.py`):
+# the first sentence's target cut into what the decoder reads and what it must write, and, below,
+# its mask read from `tgt_mask` itself, one row per position. Reading the grid row by row is
+# reading teacher forcing: position 3 sees `<s>` and the first two words, and must say the third.
+# The ids are named here by hand; with a real vocabulary they are its words.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import teacher_forcing
+#
+# teacher_forcing(example, ["<s>", "a", "dog", "runs", "</s>"], row=0)
+
+# %% [markdown]
 # ## 2. The optimizer and the learning-rate schedule (section 5.3)
 #
 # The paper trains with Adam using $\beta_1 = 0.9$, $\beta_2 = 0.98$ and $\epsilon = 10^{-9}$

@@ -344,6 +344,19 @@ def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VCon
 # )
 
 # %% [markdown]
+# Greedy decoding of one of them, drawn step by step from the model's own output: each row is one
+# call of the decoder, fed `<s>` and everything chosen so far, and the box at the end of the row is
+# the token it chose. Every row recomputes its whole prefix, so a copy of $n$ symbols passes
+# $1 + 2 + \dots + (n + 1)$ positions through the decoder; chapter 6 removes that waste.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import decoding_steps
+#
+# shown = min(examples, key=lambda s: abs(len(s) - 5))  # one of about five symbols
+# copied = copy_sequences(model, COPY_SETUP["task"], [shown])[0]
+# decoding_steps([str(t) for t in copied] + ["</s>"], cached=False)
+
+# %% [markdown]
 # And where the model looks. The encoder-decoder attention of the last decoder layer, averaged
 # over its heads, for one sequence: each output position attends to the source position holding
 # the symbol it must produce, so the weights run along a diagonal. Nobody told the model to do

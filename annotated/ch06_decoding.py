@@ -192,6 +192,19 @@ def greedy_decode_cached(
 #       f"{sum(range(1, 31))} without the cache, 30 with it")
 
 # %% [markdown]
+# Drawn step by step, the first six steps of one of these sentences (an untrained model's words
+# are noise, named here by their ids): compare this with chapter 4's picture, where every row was
+# computed in full. Only the newest token of each row passes through the decoder; the grey boxes
+# are read back from the cache.
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import decoding_steps
+#
+# toy_words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(3, 50)]
+# shown = next(out for out in cached if not {toy_specials.pad, toy_specials.bos} & set(out[:6]))
+# decoding_steps([toy_words[t] for t in shown[:6]], cached=True)
+
+# %% [markdown]
 # The double precision above makes the comparison exact: in float32 the cached and the plain
 # computation add the same numbers in a different order, and on a close call the last bit can pick
 # the other word. The test suite checks the float32 decoders on other random models. How much
@@ -246,8 +259,14 @@ def beam_search(
     max_len: int,
     beam: int = 4,
     alpha: float = 0.6,
+    trace: list | None = None,
 ) -> Tensor:
-    """Batched beam search: (batch, src_len) -> (batch, <= max_len) best ids, </s> included, padded."""
+    """Batched beam search: (batch, src_len) -> (batch, <= max_len) best ids, </s> included, padded.
+
+    `trace`, a list, receives the first sentence's search step by step (for `beam_tree`): for
+    each step, its 2k best candidates, each with the beam position of the hypothesis it extends,
+    its token and score, whether it finished, and the position it keeps in the beam, if any.
+    """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
     batch, device = src.size(0), src.device
@@ -268,6 +287,7 @@ def beam_search(
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         rows = torch.arange(batch, device=device).unsqueeze(1) * beam  # first row of each sentence
         for step in range(1, max_len + 1):
+            tracing = trace is not None and not bool(done[0])
             states = model.decode(memory, src_mask, ys[:, -1:], None, cache)
             log_probs = (
                 model.generator(states[:, -1]).float().log_softmax(dim=-1)
@@ -298,11 +318,17 @@ def beam_search(
                         row = rows[b, 0] + origin[b, j]
                         best[b] = ys[row, 1:].tolist() + [token[b, j].item()]
             done |= finished_count >= beam
+            if tracing:
+                trace.append(_traced_step(step, origin[0], token[0], top_scores[0], finishing[0]))
             if done.all():
                 break
             # The k best candidates that did not end continue.
             live_scores = top_scores.masked_fill(ends, -math.inf)
             keep_scores, keep = live_scores.topk(beam, dim=-1)  # (batch, k)
+            if tracing and not done[0]:
+                for position, j in enumerate(keep[0].tolist()):
+                    if math.isfinite(keep_scores[0, position]):
+                        trace[-1][j]["kept"] = position
             scores = keep_scores
             chosen_rows = (rows + origin.gather(1, keep)).view(-1)  # (batch*k,) rows that continue
             chosen_tokens = token.gather(1, keep).view(-1, 1)
@@ -313,6 +339,24 @@ def beam_search(
         for b, tokens in enumerate(best):
             out[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
         return out
+
+
+def _traced_step(
+    step: int, origin: Tensor, token: Tensor, score: Tensor, finishing: Tensor
+) -> list[dict]:
+    """One step of one sentence's search, as `beam_search(trace=...)` records it."""
+    return [
+        {
+            "step": step,
+            "parent": int(origin[j]),
+            "token": int(token[j]),
+            "score": float(score[j]),
+            "finished": bool(finishing[j]),
+            "kept": None,
+        }
+        for j in range(score.size(0))
+        if math.isfinite(score[j])  # topk sorts: the infinite ones (dead hypotheses) come last
+    ]
 
 
 # %% [markdown]
@@ -350,6 +394,35 @@ def beam_search(
 # # NBVAL_IGNORE_OUTPUT
 # # (how many close calls a random model makes depends on its random weights)
 # print("beam 4 chose another output than greedy for", sum(a != b for a, b in zip(beam_four, cached)), "of 16 sentences")
+
+# %% [markdown]
+# ### The search drawn as a tree
+#
+# `beam_search(..., trace=[])` records the first sentence's search as it goes, and `beam_tree`
+# draws it: one column per step, in each the $2k$ best extensions of the beam with their summed
+# log-probabilities, those kept for the next step, those that ended with `</s>` (finished
+# candidates) and those dropped. The hypotheses kept do not depend on $\alpha$: the length
+# penalty only ranks the finished candidates at the end. So one search shows what each $\alpha$
+# would choose. Here a beam of 3 and at most 8 tokens, on a sentence of another untrained model
+# (seeded so that the two choices differ).
+
+# %% tags=["active-ipynb"]
+# from annotated.drawings import beam_tree
+#
+# _ = torch.manual_seed(15)
+# tree_toy = make_model(ModelConfig(50, 50, N=2, d_model=64, d_ff=128, h=4)).double()
+# tree_src = torch.randint(3, 50, (1, 12))
+# trace = []
+# beam_search(tree_toy, tree_src, padding_mask(tree_src, 0), toy_specials, 8, beam=3, alpha=2.5, trace=trace)
+# beam_tree(trace, toy_words, alphas=(0.0, 2.5))
+
+# %% [markdown]
+# An untrained model spreads its probability over all 50 symbols, so every word costs a few
+# units of log-probability and the short candidates win without a penalty: with $\alpha = 0$ the
+# best is the two-token candidate that ended at step 2. With $\alpha = 2.5$ the length penalty
+# divides a candidate of 2 tokens by $((5 + 2) / 6)^{2.5} \approx 1.5$ but one of 7 tokens by
+# $((5 + 7) / 6)^{2.5} \approx 5.7$, and the seven-token candidate wins. A trained model puts most of its probability on a few words, and the penalty
+# then decides between close calls; chapter 7 draws the same tree for a real sentence.
 
 
 # %% [markdown]

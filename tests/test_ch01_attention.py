@@ -9,11 +9,18 @@ from torch import nn
 
 from annotated.ch01_attention import (
     MultiHeadAttention,
+    all_queries_chart,
     attention,
     dot_product_spread,
+    heads_chart,
+    one_query_chart,
+    one_query_steps,
     padding_mask,
     softmax_saturation,
     subsequent_mask,
+    vectors_chart,
+    walk_example,
+    walk_heads,
 )
 
 
@@ -236,3 +243,48 @@ def test_unscaled_softmax_saturates_and_scaled_does_not():
         frame.loc[(256, "unscaled"), "gradient norm"]
         < 0.5 * frame.loc[(256, "scaled by 1/sqrt(d_k)"), "gradient norm"]
     )
+
+
+# ---------------------------------------------------------------- the walk of section 1
+
+
+def test_the_walk_step_by_step_agrees_with_equation_1():
+    words, query, key, value = walk_example()
+    output, weights = attention(query, key, value)
+    for i, word in enumerate(words):
+        steps = one_query_steps(words, query, key, value, i)
+        assert steps["softmax weight"].tolist() == weights[i].numpy().round(2).tolist(), word
+        totals = steps.filter(like="weight × v").sum().to_numpy()
+        assert totals == pytest.approx(output[i].numpy(), abs=0.03), word
+
+
+def test_the_walk_says_what_the_text_says():
+    words, query, key, value = walk_example()
+    steps = one_query_steps(words, query, key, value, words.index("chases"))
+    assert steps["q·k"].tolist() == [0, 4, 0, 0, 2, 4]
+    assert steps["÷ √4"].tolist() == [0, 2, 0, 0, 1, 2]
+    assert steps["softmax weight"].tolist() == [0.05, 0.36, 0.05, 0.05, 0.13, 0.36]
+    output, weights = attention(query, key, value)
+    assert output[words.index("chases")].numpy().round(2).tolist() == [0.36, 0.36, 0.05, 0.13]
+    assert weights[words.index("a")].numpy().round(4).tolist() == [0.1667] * 6  # looks for nothing
+
+
+def test_the_second_head_attends_to_the_word_before():
+    (_, first), (_, second) = walk_heads()
+    assert second[1:].argmax(-1).tolist() == [0, 1, 2, 3, 4]
+    assert not torch.equal(first.argmax(-1), second.argmax(-1))
+    words, query, key, value = walk_example()
+    assert torch.equal(first, attention(query, key, value)[1])
+
+
+def test_the_walk_charts_are_plain_data():
+    words, query, key, value = walk_example()
+    steps = one_query_steps(words, query, key, value, 2)
+    for chart in (
+        vectors_chart(words, query, key, value),
+        one_query_chart(steps, "chases"),
+        all_queries_chart(words, query, key, value),
+        heads_chart(words, walk_heads()),
+    ):
+        spec = chart.to_dict()
+        assert spec["title"] and "hconcat" in spec

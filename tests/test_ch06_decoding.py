@@ -188,3 +188,32 @@ def test_decode_config_limits_the_output_length():
     # The source "Hund Katze" is 3 ids with </s>, so outputs get 3 + extra_length tokens.
     assert len(short.translate(["Hund Katze"])[0].split()) == 5
     assert len(long.translate(["Hund Katze"], beam=2)[0].split()) == 10
+
+
+# ---------------------------------------------------------------- the traced search (beam_tree)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.5])
+def test_a_traced_search_is_the_same_search_and_its_trace_names_each_alphas_winner(alpha):
+    from annotated.drawings import beam_winner, finished_candidates
+
+    model = _random_model(seed=3).double()
+    src, src_mask = _sources(seed=3)
+    trace = []
+    traced = beam_search(model, src, src_mask, SP, 8, beam=3, alpha=alpha, trace=trace)
+    assert torch.equal(traced, beam_search(model, src, src_mask, SP, 8, beam=3, alpha=alpha))
+    assert [step[0]["step"] for step in trace] == list(range(1, len(trace) + 1))
+    for step in trace:  # at most 2k candidates, best first, at most k of them kept
+        scores = [c["score"] for c in step]
+        assert len(step) <= 6 and scores == sorted(scores, reverse=True)
+        assert sorted(c["kept"] for c in step if c["kept"] is not None) == list(
+            range(len([c for c in step if c["kept"] is not None]))
+        )
+    words = [str(i) for i in range(13)]
+    candidates = finished_candidates(trace, words)
+    assert len(candidates) >= 3  # the search ends when k candidates finished (or at max_len)
+    winner = beam_winner(candidates, alpha)["tokens"]
+    assert winner == [str(t) for t in traced[0].tolist()[: len(winner)]]
+    for c in candidates:  # each candidate's tokens carry its summed log-probability
+        tokens = [int(w) for w in c["tokens"]]
+        assert _sequence_log_prob(model, src[:1], src_mask[:1], tokens) == pytest.approx(c["score"])

@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import threading
+from html import unescape
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,6 +59,9 @@ PHONE = {"width": 390, "height": 844}
 WAIT_MS = 30_000
 SETTLE_MS = 10_000  # the most read_page waits for the network to fall quiet
 CHART_ID = re.compile(r'id="(annotated-chart-[0-9a-f]+)"')
+DRAWING_TITLE = re.compile(
+    r'<figure class="annotated-drawing"><svg [^>]*><title id="[^"]+">([^<]*)</title>'
+)
 
 
 # --- what the notebooks promise the pages will show ---------------------------------------------
@@ -79,6 +83,18 @@ def expected_charts(page: str) -> dict[str, bool]:
         for chart_id in CHART_ID.findall(html):
             charts[chart_id] = '"tooltip"' in html
     return charts
+
+
+def expected_drawings(page: str) -> list[str]:
+    """The title of every drawing (annotated/drawings.py) saved in the notebook, in order."""
+    if page in PLAIN_PAGES:
+        return []
+    titles = []
+    for output in _outputs(booksite.NOTEBOOKS / f"{page}.ipynb"):
+        html = output.get("data", {}).get("text/html", "")
+        html = "".join(html) if isinstance(html, list) else html
+        titles += DRAWING_TITLE.findall(html)
+    return [unescape(title) for title in titles]
 
 
 def expects_math(page: str) -> bool:
@@ -156,6 +172,15 @@ _CHARTS_SETTLED = """() => Array.from(document.querySelectorAll('.annotated-char
 _CHARTS = """() => Array.from(document.querySelectorAll('.annotated-chart')).map(box => ({
   id: box.id, drawn: !!box.querySelector('svg, canvas'), text: box.textContent.trim().slice(0, 300)
 }))"""
+# Each drawing as the reader gets it: its size on the page, and the text alternative that the
+# SVG's aria-labelledby points a screen reader to (its <title> and <desc>).
+_DRAWINGS = """() => Array.from(document.querySelectorAll('figure.annotated-drawing svg')).map(svg => {
+  const box = svg.getBoundingClientRect();
+  const named = (svg.getAttribute('aria-labelledby') || '').split(' ')
+    .map(id => document.getElementById(id)).filter(Boolean).map(el => el.textContent.trim());
+  return {width: box.width, height: box.height, role: svg.getAttribute('role'), named: named,
+          caption: (svg.closest('figure').querySelector('figcaption') || {}).textContent || ''};
+})"""
 _MATHJAX_STARTED = """() => !document.querySelector('.math')
   || !!(window.MathJax && MathJax.startup && MathJax.startup.promise)"""
 _MATHJAX_DONE = """() => document.querySelector('.math') && window.MathJax && MathJax.startup
@@ -267,6 +292,16 @@ def check_page(page, report, name: str) -> None:
     )
     undrawn = [chart for chart in charts if not chart["drawn"]]
     assert not undrawn, f"{name}: charts with no SVG or canvas: {undrawn}"
+
+    drawings = page.evaluate(_DRAWINGS)
+    titles = expected_drawings(name)
+    assert [d["named"][0] if d["named"] else None for d in drawings] == titles, (
+        f"{name}: the page's drawings differ from the notebook's drawing outputs"
+    )
+    for drawing in drawings:
+        assert drawing["width"] > 0 and drawing["height"] > 0, f"{name}: a drawing of no size"
+        assert drawing["role"] == "img" and len(drawing["named"]) == 2, drawing
+        assert drawing["named"][1] and drawing["caption"].startswith(drawing["named"][0]), drawing
 
     math = page.evaluate(_MATH)
     if expects_math(name):
@@ -439,3 +474,15 @@ def test_exercise_solutions_are_folded_until_asked(site, server, browser, name):
         assert section.get_by_text("your function agrees with the book's").first.is_visible()
     finally:
         context.close()
+
+
+def test_the_chapters_that_build_the_model_each_show_a_drawing_made_from_code():
+    """Chapters 1 to 4 and the decoding chapter (6) each carry at least one drawing."""
+    for page in (
+        "ch01_attention",
+        "ch02_model",
+        "ch03_training",
+        "ch04_copy_task",
+        "ch06_decoding",
+    ):
+        assert expected_drawings(page), f"{page}: no drawing saved in its notebook"
