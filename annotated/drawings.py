@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from annotated.ch01_attention import MultiHeadAttention
+from annotated.ch01_attention import MultiHeadAttention, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, LearnedPositions, ModelConfig, make_model
 from annotated.ch06_decoding import length_penalty
 from annotated.figures import HTML_ENV
@@ -147,6 +147,14 @@ class Canvas:
             f"<g{self._style(part)}>"
             f'<polyline points="{path}" fill="none" stroke="{stroke}" '
             f'stroke-width="{stroke_width}"{dash} marker-end="url(#{{arrow}})"/>{label_svg}</g>'
+        )
+
+    def cell(self, x: float, y: float, size: float, filled: bool) -> None:
+        """A small square of a mask drawing: dark where a query may look, white where not."""
+        self.items.append(
+            f'<rect x="{_number(x)}" y="{_number(y)}" width="{_number(size)}" '
+            f'height="{_number(size)}" fill="{"#3b6ea5" if filled else "#ffffff"}" '
+            f'stroke="#999999" stroke-width="0.5"/>'
         )
 
     def text(
@@ -701,9 +709,20 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
     """
     steps = len(output)
     left, top = 110, 46
-    canvas = Canvas(int(left + max(CELL * (steps + 2) + 40, 500)), int(top + 40 * steps + 60))
+    masks_x = left + CELL * (steps + 1) + 40  # the column of mask drawings on the right
+    canvas = Canvas(int(max(masks_x + 120, left + 500)), int(top + 40 * steps + 60))
+    canvas.text(masks_x, top - 20, "self-attention mask", 11, "start")
+    canvas.text(masks_x, top - 7, "(rows: queries computed)", 10, "start")
     computed, reused = 0, 0
     for t in range(steps):
+        # The mask the decoder's self-attention applies at this step, as the code builds it:
+        # chapter 1's subsequent mask over the prefix, or, with the cache, one query that may
+        # look at every position so far.
+        mask = torch.ones(1, t + 1, dtype=torch.bool) if cached else subsequent_mask(t + 1)[0]
+        size = min(8.0, 34 / (t + 1))
+        for i, row in enumerate(mask.tolist()):
+            for j, visible in enumerate(row):
+                canvas.cell(masks_x + size * j, top + 40 * t - 2 + size * i, size, visible)
         y = top + 40 * t + 14
         canvas.text(left - 12, y + 4, f"step {t + 1}", 11, "end")
         prefix = [bos, *output[:t]]
@@ -728,7 +747,14 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
     title = f"Greedy decoding {how}: {steps} steps, one token each"
     description = (
         f"Each row is one step. The decoder is fed the start symbol and the tokens chosen so far, "
-        f"and appends the most probable next one; the output is {' '.join(output)}. "
+        f"and appends the most probable next one; the output is {' '.join(output)}. On the "
+        "right, the mask of the decoder's self-attention at each step: "
+        + (
+            "one row, since only the newest position asks, and it may see every position so far. "
+            if cached
+            else "a triangle, one row per position of the prefix, each seeing itself and the "
+            "positions before it. "
+        )
         + (
             f"With the cache only the newest position is computed at each step ({computed} "
             f"positions in all), the earlier ones' keys and values being read back ({reused} reads)."

@@ -195,3 +195,14 @@ def test_learned_positions_are_drawn_as_a_table():
     learned, fixed = architecture(_small(learned_positions=True)), architecture(_small())
     assert "learned table" in _texts(learned) and "learned table" not in _texts(fixed)
     assert "learned positions" in learned.description
+
+
+def test_decoding_steps_draw_each_steps_mask_from_the_code():
+    def filled(drawing):
+        root = ET.fromstring(drawing.svg)
+        return sum(r.get("fill") == "#3b6ea5" for r in root.iter(f"{SVG}rect"))
+
+    output = ["a", "dog", "runs", "</s>"]
+    # Without a cache, step t's mask is the triangle over t positions; with it, one full row.
+    assert filled(decoding_steps(output, cached=False)) == 1 + 3 + 6 + 10
+    assert filled(decoding_steps(output, cached=True)) == 1 + 2 + 3 + 4
