@@ -35,7 +35,13 @@ from annotated.ch01_attention import kept_weights, subsequent_mask
 from annotated.ch03_training import inference
 from annotated.ch04_copy_task import until_eos
 from annotated.ch05_text import Corpus, load_multi30k, save_vocabularies
-from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split, greedy_decode_cached
+from annotated.ch06_decoding import (
+    DecodeConfig,
+    Translator,
+    beam_search,
+    evaluate_split,
+    greedy_decode_cached,
+)
 from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
 from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, train_run
@@ -441,6 +447,132 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
 # # NBVAL_IGNORE_OUTPUT
 # maps = attention_maps(run.averaged or run.translator, run.corpus.raw["test_2016_flickr"][8][0])
 # attention_map_chart(maps)
+
+# %% [markdown]
+# ### Chapter 1's walk, with learned numbers
+#
+# Chapter 1 walked one sentence through equation 1 with queries, keys and values written by hand.
+# Here is the same walk with the trained model's own numbers. `learned_head` runs the encoder on a
+# test sentence and catches what one head of one layer's self-attention computes: each word's
+# query, key and value (64 numbers each: $d_k = 256 / 4$), which the head's slices of $W^Q$, $W^K$
+# and $W^V$ made from the layer's input. Nobody chose what these numbers mean. We show the head
+# of the first layer whose attention is sharpest (the lowest average entropy of its rows), and
+# check our recomputation against the weights the module itself kept.
+
+
+# %%
+def learned_head(
+    translator: Translator, sentence: str, layer: int = 0, head: int | None = None
+) -> tuple[list[str], int, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One head of an encoder layer's self-attention on a sentence, as chapter 1's walk shows it.
+
+    Returns the source words, the head (the sharpest one when `head` is None), its queries, keys
+    and values, each (n, d_k), computed from the layer's input the way the module computes them,
+    and the weights (n, n) that the module itself kept, to check the recomputation against.
+    """
+    model = translator.model
+    src_ids = translator.source_ids([sentence])[0]
+    src = torch.tensor([src_ids])
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    module = model.encoder.layers[layer].self_attn
+    seen = {}
+
+    def catch(_module, args: tuple, kwargs: dict) -> None:
+        # What the module receives (after the LayerNorm in a pre-norm model): its `query`.
+        seen["x"] = args[0] if args else kwargs["query"]
+
+    hook = module.register_forward_pre_hook(catch, with_kwargs=True)
+    try:
+        with kept_weights([module]), inference(model):
+            model.encode(src, src_mask)
+            kept = module.weights[0].float()  # (h, n, n)
+    finally:
+        hook.remove()
+    if head is None:  # the sharpest head: the lowest mean entropy of its rows
+        entropy = -(kept * kept.clamp_min(1e-12).log()).sum(-1).mean(-1)  # (h,)
+        head = int(entropy.argmin())
+    x = seen["x"][0]  # (n, d_model)
+    with torch.no_grad():
+
+        def slice_of(linear: torch.nn.Linear, width: int) -> torch.Tensor:
+            return linear(x).view(len(src_ids), module.h, width)[:, head].float()
+
+        q, k, v = (
+            slice_of(module.w_q, module.d_k),
+            slice_of(module.w_k, module.d_k),
+            slice_of(module.w_v, module.d_v),
+        )
+    words = translator.src_vocab.labels(src_ids)
+    return words, head, q, k, v, kept[head]
+
+
+def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 7) -> str:
+    """The first source sentence of `split` with exactly this many words (a short one to draw)."""
+    for source, _ in corpus.raw[split]:
+        if len(source.split()) == words:
+            return source
+    raise ValueError(f"no sentence of {words} words in {split}")
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# # (trained weights: they depend on the run and the hardware's arithmetic)
+# from annotated.ch01_attention import all_queries_chart, one_query_chart, one_query_steps, vectors_chart
+#
+# walk_model = run.averaged or run.translator
+# sentence = walk_sentence(run.corpus)
+# words, head, Q, K, V, kept = learned_head(walk_model, sentence, layer=0)
+# ours = torch.softmax(Q @ K.T / Q.size(-1) ** 0.5, dim=-1)
+# print(f"{sentence!r}: layer 1, head {head + 1}")
+# print(f"our recomputation against the module's own weights: largest difference {(ours - kept).abs().max():.1e}")
+# dims = [f"{i + 1}" for i in range(8)]
+# vectors_chart(words, Q, K, V, dims, dims, title=f"Layer 1, head {head + 1}: the first 8 of each word's 64 numbers")
+
+# %% [markdown]
+# The numbers no longer have names, but the steps are the same as in chapter 1: one query's dot
+# products with every key, divided by $\sqrt{64} = 8$, turned into weights by the softmax; then
+# all queries at once.
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# chosen = int(ours.max(-1).values.argmax())  # the word whose query is most decided
+# one_query_chart(one_query_steps(words, Q, K, V, chosen, contents=dims[:4]), words[chosen])
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# all_queries_chart(words, Q, K, V, contents=dims[:4])
+
+# %% [markdown]
+# ### Beam search on a real sentence
+#
+# Chapter 6 drew the search of an untrained model. Here is the trained model's search for the same
+# sentence, beam 4 as in the recipe: the tree is much narrower in spirit, since a trained model puts
+# most of its probability on a few words, and the scores fall slowly. The red outlines show which
+# finished candidate the paper's $\alpha = 0.6$ and our $\alpha = 2.5$ would each choose.
+
+
+# %%
+def traced_search(
+    translator: Translator, sentence: str, beam: int = 4, extra_length: int = 10
+) -> tuple[list[list[dict]], list[str]]:
+    """Beam search for one sentence with its trace (chapter 6), and the target words by id."""
+    src_ids = translator.source_ids([sentence])[0]
+    src = torch.tensor([src_ids])
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    trace: list[list[dict]] = []
+    specials = translator.tgt_vocab.specials
+    beam_search(
+        translator.model, src, src_mask, specials, len(src_ids) + extra_length, beam, trace=trace
+    )
+    return trace, translator.tgt_vocab.labels(list(range(len(translator.tgt_vocab))))
+
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# from annotated.drawings import beam_tree
+#
+# trace, target_words = traced_search(walk_model, sentence)
+# beam_tree(trace, target_words, alphas=(0.6, 2.5))
 
 # %% [markdown]
 # ## 5. Where this differs, and what limits it

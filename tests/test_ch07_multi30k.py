@@ -10,7 +10,7 @@ import torch
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import TrainConfig, train
 from annotated.ch05_text import detokenize, load_multi30k, make_batch
-from annotated.ch06_decoding import DecodeConfig, Translator
+from annotated.ch06_decoding import DecodeConfig, Translator, beam_search
 from annotated.ch07_multi30k import PROFILES, length_penalty_sweep, profile_config, train_multi30k
 from annotated.files import REPO_ROOT as ROOT
 from annotated.runs import final_scores, saved_scores
@@ -171,3 +171,62 @@ def test_the_class_profile_is_the_recipe_cut_to_fifteen_minutes(monkeypatch):
     assert config.decoding == full.decoding
     train = config.train_config(steps_per_epoch=152)
     assert train.max_steps == 760 and train.cooldown == 380 and train.warmup < train.max_steps
+
+
+# ---------------------------------------------------------------- chapter 1's walk, learned
+
+
+def _small_translator(norm_first: bool) -> Translator:
+    from annotated.ch05_text import Vocab, tokenize, vocab_settings
+
+    def vocab(sentences, language):
+        settings = {k: v for k, v in vocab_settings(language, 1).items() if k != "min_freq"}
+        return Vocab.build(tokenize(sentences, language), 1, **settings)
+
+    src = vocab(["Ein Hund rennt über die Wiese .", "Zwei Männer sitzen."], "de")
+    tgt = vocab(["A dog runs across the meadow .", "Two men sit."], "en")
+    torch.manual_seed(0)
+    config = ModelConfig(len(src), len(tgt), N=2, d_model=32, d_ff=64, h=4, norm_first=norm_first)
+    return Translator(make_model(config).double(), src, tgt, DecodeConfig(beam=3))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_learned_walk_recomputes_the_heads_own_weights(norm_first):
+    from annotated.ch07_multi30k import learned_head
+
+    translator = _small_translator(norm_first)
+    sentence = "Ein Hund rennt über die Wiese ."
+    for layer in (0, 1):
+        words, head, q, k, v, kept = learned_head(translator, sentence, layer=layer)
+        assert words == ["Ein", "Hund", "rennt", "über", "die", "Wiese", ".", "</s>"]
+        assert q.shape == k.shape == v.shape == (8, 8)  # n words, d_k = 32 / 4
+        ours = torch.softmax(q @ k.T / 8**0.5, dim=-1)
+        assert torch.allclose(ours, kept, atol=1e-6), (layer, head)
+        # The sharpest head by default; any head on request.
+        sharpness = [
+            -(w * w.log()).sum(-1).mean()
+            for w in (learned_head(translator, sentence, layer, h)[5] for h in range(4))
+        ]
+        assert head == min(range(4), key=lambda h: sharpness[h])
+
+
+def test_the_traced_search_of_a_sentence_is_the_translators_search():
+    from annotated.ch07_multi30k import traced_search
+    from annotated.drawings import beam_winner, finished_candidates
+
+    translator = _small_translator(norm_first=False)
+    sentence = "Zwei Männer sitzen."
+    trace, words = traced_search(translator, sentence, beam=3)
+    assert len(words) == len(translator.tgt_vocab) and words[3] == "</s>"
+    winner = beam_winner(finished_candidates(trace, words), 0.6)["tokens"]
+    src = torch.tensor(translator.source_ids([sentence]))
+    out = beam_search(
+        translator.model,
+        src,
+        torch.ones(1, 1, src.size(1), dtype=torch.bool),
+        translator.tgt_vocab.specials,
+        src.size(1) + 10,
+        beam=3,
+        alpha=0.6,
+    )
+    assert winner == translator.tgt_vocab.labels(out[0].tolist())[: len(winner)]
