@@ -217,21 +217,19 @@ def number_heatmap(
         x=alt.X("column:N", sort=columns, title=x_title, axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("row:N", sort=rows, title=y_title),
     )
-    # Blues for values that are all positive; blue-orange around 0 where some are negative.
-    largest = max(float(frame["value"].abs().max()), 1e-9)
-    scale = (
-        alt.Scale(scheme="blueorange", domainMid=0)
-        if frame["value"].min() < 0
-        else alt.Scale(scheme="blues", domain=[0, largest])
-    )
+    # Light to dark blue from the smallest value (0 if none is negative) to the largest.
+    low, high = min(float(frame["value"].min()), 0.0), float(frame["value"].max())
+    high = max(high, low + 1e-9)
     cells = base.mark_rect(stroke="white").encode(
-        color=alt.Color("value:Q", scale=scale, legend=None),
+        color=alt.Color(
+            "value:Q", scale=alt.Scale(scheme="blues", domain=[low, high]), legend=None
+        ),
         tooltip=["row", "column", "value"],
     )
     numbers = base.mark_text(fontSize=11).encode(  # white on the darkest cells
         text=alt.Text("value:Q", format=".2f"),
         color=alt.condition(
-            f"abs(datum.value) > {0.6 * largest:.3g}", alt.value("white"), alt.value("black")
+            f"datum.value > {low + 0.6 * (high - low):.3g}", alt.value("white"), alt.value("black")
         ),
     )
     return (cells + numbers).properties(width=width, height=22 * len(rows), title=title)
@@ -253,10 +251,13 @@ def vectors_chart(
     """
     q, k, v = query[:, : len(features)], key[:, : len(features)], value[:, : len(contents)]
     features, contents = list(features), list(contents)
+    wide = max(150, 40 * len(features))  # room for each number
     return alt.hconcat(
-        number_heatmap(_cells(q, words, features), "queries Q: what a word looks for", "", "word"),
-        number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", ""),
-        number_heatmap(_cells(v, words, contents), "values V: what it hands over", "", ""),
+        number_heatmap(
+            _cells(q, words, features), "queries Q: what a word looks for", "", "word", wide
+        ),
+        number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", "", wide),
+        number_heatmap(_cells(v, words, contents), "values V: what it hands over", "", "", wide),
     ).properties(title=title)
 
 

@@ -363,9 +363,10 @@ class BudgetPlan:
             )
         if self.unplanned:
             return (
-                f"plan: this run began before time budgets were planned, so it keeps its recipe's "
-                f"{self.recipe_steps:,} steps; its budget of {self.budget_minutes:g} training "
-                "minutes stops it, and says so, if they do not fit."
+                f"plan: this run was begun without a plan (with no time budget, or by an older "
+                f"version of the book), so it keeps its recipe's {self.recipe_steps:,} steps; the "
+                f"budget of {self.budget_minutes:g} training minutes stops it, and says so, if "
+                "they do not fit."
             )
         if not self.shortened:
             minutes = self.steps * self.seconds_per_step / 60
@@ -549,7 +550,7 @@ def _report_stop(plan: BudgetPlan, folder: Path, step: int, minutes: float) -> B
     plan = dataclasses.replace(plan, stopped_at=step)
     _write_plan(folder, plan)
     why = (
-        f"the {plan.budget_minutes:g}-minute budget of a run begun before budgets were planned"
+        f"the {plan.budget_minutes:g}-minute budget of a run begun without a plan"
         if plan.unplanned
         else f"more than {GRACE:g} times the {plan.budget_minutes:g}-minute budget: the machine "
         "became slower than when the plan was made"

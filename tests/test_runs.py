@@ -304,6 +304,6 @@ def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
     plan = plan_budget(config, 152, seconds_per_step=2.0, keep_recipe=True)
     assert plan.unplanned and plan.steps == 3040 and plan.apply(config) is config
     assert plan.limit_seconds(20.0) == 20 * 60
-    assert "began before time budgets were planned" in plan.describe(config)
+    assert "begun without a plan" in plan.describe(config)
     measured = plan_budget(config, 152, seconds_per_step=0.3)
     assert not measured.unplanned and measured.limit_seconds(20.0) == 20 * 60 * 1.2
