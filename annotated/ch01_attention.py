@@ -216,6 +216,7 @@ def number_heatmap(
     base = alt.Chart(frame).encode(
         x=alt.X("column:N", sort=columns, title=x_title, axis=alt.Axis(labelAngle=-40)),
         y=alt.Y("row:N", sort=rows, title=y_title),
+        tooltip=["row", "column", "value"],  # on the cell and on its number, which covers it
     )
     # Light to dark blue from the smallest value (0 if none is negative) to the largest.
     low, high = min(float(frame["value"].min()), 0.0), float(frame["value"].max())
@@ -224,7 +225,6 @@ def number_heatmap(
         color=alt.Color(
             "value:Q", scale=alt.Scale(scheme="blues", domain=[low, high]), legend=None
         ),
-        tooltip=["row", "column", "value"],
     )
     numbers = base.mark_text(fontSize=11).encode(  # white on the darkest cells
         text=alt.Text("value:Q", format=".2f"),
