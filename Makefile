@@ -18,7 +18,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k train-wmt bench-wmt table3 class-resources class-data clean
+        bench-copy train-multi30k bench-multi30k bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -115,6 +115,9 @@ bench-multi30k: $(STAMP)  ## benchmark: training speed vs nn.Transformer, BLEU, 
 
 train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 sample (20 minutes on 2 CPU cores)
 	$(PY) -m annotated.train wmt --profile sample
+
+bench-recipes: $(STAMP)  ## the search for chapter 7's hour: its recipe with one change each (an hour a candidate; resumes); writes benchmarks/results/recipes.json
+	$(PY) benchmarks/bench_recipes.py
 
 table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes benchmarks/results/table3.json
 	$(PY) benchmarks/bench_table3.py

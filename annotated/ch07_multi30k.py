@@ -492,16 +492,12 @@ def learned_head(
         entropy = -(kept * kept.clamp_min(1e-12).log()).sum(-1).mean(-1)  # (h,)
         head = int(entropy.argmin())
     x = seen["x"][0]  # (n, d_model)
-    with torch.no_grad():
-
-        def slice_of(linear: torch.nn.Linear, width: int) -> torch.Tensor:
-            return linear(x).view(len(src_ids), module.h, width)[:, head].float()
-
-        q, k, v = (
-            slice_of(module.w_q, module.d_k),
-            slice_of(module.w_k, module.d_k),
-            slice_of(module.w_v, module.d_v),
-        )
+    projections = ((module.w_q, module.d_k), (module.w_k, module.d_k), (module.w_v, module.d_v))
+    with torch.no_grad():  # each projection's slice of this head, (n, width)
+        q, k, v = [
+            linear(x).view(len(src_ids), module.h, width)[:, head].float()
+            for linear, width in projections
+        ]
     words = translator.src_vocab.labels(src_ids)
     return words, head, q, k, v, kept[head]
 

@@ -979,32 +979,39 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 
 # %%
 def step_costs(plan: Table3Plan, corpus: Corpus) -> dict:
-    """Seconds per training step of each variant on the same batches, in one process, alone.
+    """Seconds per training step of each variant on the same batches, in one process, alone."""
+    variants = sorted(plan.variants, key=lambda v: v.name != "base")  # the base first
+    configs = {v.name: v.config(plan.base, plan.base_seeds[0]) for v in variants}
+    return config_step_costs(configs, corpus, plan.cost_steps, plan.cost_rounds)
 
-    Each round trains every variant for `steps` steps with chapter 3's `train` (the first step,
-    which warms up, is not counted); the rounds alternate between the variants, so that a change in
-    the machine's load touches them all alike. The cost of a variant is the median over its rounds,
-    and its ratio to the base's is what the chapter compares.
+
+def config_step_costs(configs: dict, corpus: Corpus, steps: int, rounds: int) -> dict:
+    """Seconds per training step of each named RunConfig (the first is the base), side by side.
+
+    Each round trains every configuration for `steps` steps with chapter 3's `train` (the first
+    step, which warms up, is not counted) on the same batches (the base's `max_tokens`); the rounds
+    alternate between the configurations, so that a change in the machine's load touches them all
+    alike. The cost of each is the median over its rounds, and its ratio to the base's is what the
+    chapter compares.
     """
-    steps, rounds = plan.cost_steps, plan.cost_rounds
+    base = next(iter(configs))
     specials = corpus.tgt_vocab.specials
-    batch_plan = BatchPlan.build(corpus.ids["train"][: plan.base.train_pairs], plan.base.max_tokens)
+    first = configs[base]
+    batch_plan = BatchPlan.build(corpus.ids["train"][: first.train_pairs], first.max_tokens)
     batches = [batch_plan.step(step, specials) for step in range(steps)]
-    variants = list(plan.variants)
-    seconds: dict[str, list[float]] = {v.name: [] for v in variants}
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
     load_before = os.getloadavg()
     for _ in range(rounds):
-        for variant in variants:
-            config = variant.config(plan.base, plan.base_seeds[0])
+        for name, config in configs.items():
             model = new_model(config, corpus)
             schedule = dataclasses.replace(config.train_config(steps), max_steps=steps)
             history = train(model, batches.__getitem__, schedule, progress=False)
-            seconds[variant.name].append(float(history.seconds.iloc[1:].mean()))
+            seconds[name].append(float(history.seconds.iloc[1:].mean()))
     median = {name: statistics.median(values) for name, values in seconds.items()}
     return {
         "seconds per step": {name: round(value, 4) for name, value in median.items()},
         "relative to base": {
-            name: round(value / median["base"], 3) for name, value in median.items()
+            name: round(value / median[base], 3) for name, value in median.items()
         },
         "steps": steps,
         "rounds": rounds,

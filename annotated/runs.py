@@ -289,7 +289,10 @@ class Validation:
 PLAN_FILE = "plan.json"
 PROBE_STEPS = 24  # timed steps of the throughput probe, after PROBE_WARMUP untimed ones
 PROBE_WARMUP = 3
-SAFETY = 0.95  # plan for 95% of the budget: a step's cost wanders by a few percent
+# Plan for 90% of the budget. On a 2-core cloud CPU a step's cost wanders by several percent
+# between epochs: chapter 8's saved run, planned at 95%, found its steps 10% dearer than the probe
+# had measured (1.70 s against 1.52) and ran 6% over. 90% absorbs such a drift.
+SAFETY = 0.9
 GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
 
 

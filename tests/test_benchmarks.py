@@ -78,3 +78,64 @@ def test_the_sampler_really_samples_while_a_benchmark_runs():
         time.sleep(0.2)
     assert len(timing.samples) >= 3 and timing.wall >= 0.2
     assert 0 <= timing.conditions()["cpu share"] < 0.5  # it mostly slept
+
+
+def _bench_recipes():
+    """benchmarks/bench_recipes.py, imported the way it runs (beside common.py)."""
+    import sys
+
+    sys.path.insert(0, str(PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_recipes", PATH.parent / "bench_recipes.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(PATH.parent))
+    return module
+
+
+def test_each_recipe_candidate_is_chapter_7s_recipe_with_only_its_changes():
+    import dataclasses
+
+    recipes = _bench_recipes()
+    full = dataclasses.asdict(recipes.FULL)
+    folders = set()
+    for name, (changes, why) in recipes.CANDIDATES.items():
+        config = dataclasses.asdict(recipes.candidate_config(name))
+        changed = {key for key in full if config[key] != full[key]}
+        # Candidates train their whole schedule (compared step for step): no time budget.
+        expected = set() if name == "base" else {*changes, "max_minutes"}
+        assert changed == expected, name
+        assert why and name not in folders
+        folders.add(recipes.candidate_folder(name))
+    assert len(folders) == len(recipes.CANDIDATES)
+
+
+def test_a_changed_candidate_trains_in_a_new_folder(monkeypatch):
+    recipes = _bench_recipes()
+    before = recipes.candidate_folder("two layers")
+    monkeypatch.setitem(recipes.CANDIDATES, "two layers", ({"N": 2, "warmup": 400}, "changed"))
+    assert recipes.candidate_folder("two layers") != before
+
+
+def test_the_recipe_record_agrees_with_its_candidates_and_its_curves():
+    recipes = _bench_recipes()
+    if not recipes.RECORD.exists():
+        pytest.skip("no recipe record yet (make bench-recipes)")
+    lines = json.loads(recipes.RECORD.read_text())["lines"]
+    assert lines, "an empty recipe record"
+    for line in lines:
+        assert line["name"] in recipes.CANDIDATES, f"{line['name']} is no longer a candidate"
+        assert line["config"] == recipes.recorded_config(line["name"]), (
+            f"{line['name']} was trained with another configuration"
+        )
+        curve = line["val BLEU by step"]
+        assert curve[-1][0] == line["steps"]
+        assert max(bleu for _, bleu in curve) == line["best val BLEU (bare weights)"]
+        for threshold in (30, 35):
+            reached = [step for step, bleu in curve if bleu >= threshold]
+            assert line[f"step of val BLEU {threshold}"] == (reached[0] if reached else None)
+        for key in ("test2016 beam", "test2016 greedy", "val beam", "val greedy"):
+            assert 0 < line[key] < 100

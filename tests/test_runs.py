@@ -158,7 +158,9 @@ def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     # The steps fit the budget (with the probe's time spent from it)...
     assert plan.shortened and train.max_steps == plan.steps
     assert plan.steps * 1.4 + 40.0 <= 60 * 60
-    assert plan.steps * 1.4 + 40.0 >= 0.9 * 60 * 60  # ...and use most of it
+    assert plan.steps * 1.4 + 40.0 >= 0.85 * 60 * 60  # ...and use most of it
+    # Steps 10% dearer than the probe measured (seen on a cloud CPU) still finish in time.
+    assert plan.steps * 1.4 * 1.1 + 40.0 <= 60 * 60
     # ...the cooldown keeps its share of the run and ends at the new last step...
     assert train.cooldown / train.max_steps == pytest.approx(0.5, abs=0.01)
     assert cooled_rate(train.max_steps, 256, train) == pytest.approx(
@@ -197,7 +199,7 @@ def test_a_recipe_without_cooldown_keeps_its_averaging():
 
 def test_too_little_time_is_refused_with_what_to_do():
     config = _hour_recipe(max_minutes=0.5)
-    with pytest.raises(ValueError, match="give about 19 steps.*Give more minutes"):
+    with pytest.raises(ValueError, match="give about 18 steps.*Give more minutes"):
         plan_budget(config, 152, seconds_per_step=1.5)
     with pytest.raises(ValueError, match="max_minutes must be positive"):
         _hour_recipe(max_minutes=0.0)
