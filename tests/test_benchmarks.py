@@ -96,21 +96,23 @@ def _bench_recipes():
     return module
 
 
-def test_each_recipe_candidate_is_chapter_7s_recipe_with_only_its_changes():
+def test_each_recipe_candidate_is_run_6_with_only_its_changes():
     import dataclasses
 
     recipes = _bench_recipes()
-    full = dataclasses.asdict(recipes.FULL)
+    full = dataclasses.asdict(recipes.RUN6)
     folders = set()
     for name, (changes, why) in recipes.CANDIDATES.items():
         config = dataclasses.asdict(recipes.candidate_config(name))
         changed = {key for key in full if config[key] != full[key]}
         # Candidates train their whole schedule (compared step for step): no time budget.
-        expected = set() if name == "base" else {*changes, "max_minutes"}
+        expected = set() if name == "run 6" else {*changes, "max_minutes"}
         assert changed == expected, name
         assert why and name not in folders
         folders.add(recipes.candidate_folder(name))
     assert len(folders) == len(recipes.CANDIDATES)
+    # Run 6 is chapter 7's recipe before the search, which changed only the depth.
+    assert recipes.RUN6 == dataclasses.replace(recipes.FULL, N=3)
 
 
 def test_a_changed_candidate_trains_in_a_new_folder(monkeypatch):

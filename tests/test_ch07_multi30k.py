@@ -33,7 +33,7 @@ def test_profiles_and_environment(monkeypatch):
         profile_config()
     full = PROFILES["full"]
     model = full.model_config(8000, 6000)
-    assert (model.N, model.d_model, model.d_ff, model.h, model.d_k) == (3, 256, 1024, 4, 64)
+    assert (model.N, model.d_model, model.d_ff, model.h, model.d_k) == (2, 256, 1024, 4, 64)
     assert model.tie_target_embeddings and not model.share_embeddings  # two word vocabularies
     subwords = dataclasses.replace(full, vocab_size=8000).model_config(8000, 8000)
     assert subwords.share_embeddings and not subwords.tie_target_embeddings
@@ -155,8 +155,10 @@ def test_the_class_profile_is_the_recipe_cut_to_fifteen_minutes(monkeypatch):
     name, config = profile_config()
     full = PROFILES["full"]
     assert name == "class" and config.N == 2 and config.epochs == 5
-    # The same code path as the full recipe: words, warmup then cooldown, rising dropout, beam.
+    # The same code path and model as the full recipe: words, warmup then cooldown, rising
+    # dropout, beam.
     same = (
+        "N",
         "vocab_size",
         "min_freq",
         "max_tokens",
