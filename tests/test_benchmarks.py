@@ -112,7 +112,7 @@ def test_each_recipe_candidate_is_run_6_with_only_its_changes():
         folders.add(recipes.candidate_folder(name))
     assert len(folders) == len(recipes.CANDIDATES)
     # Run 6 is chapter 7's recipe before the search, which changed only the depth.
-    assert recipes.RUN6 == dataclasses.replace(recipes.FULL, N=3)
+    assert dataclasses.replace(recipes.FULL, N=3) == recipes.RUN6
 
 
 def test_a_changed_candidate_trains_in_a_new_folder(monkeypatch):
