@@ -287,11 +287,12 @@
 # to 1.1). One seed each cannot settle more than that.
 #
 # **What we took.** Two layers a side became chapter 7's recipe. It is at least as good as three,
-# and it is cheaper, which decides the second job: on the AVX2-only EPYC a two-layer step costs
-# about three quarters of a three-layer one, so the 3,040 steps take about 50 minutes and the
-# recipe runs there unchanged, inside the hour's budget (which plans 90% of the hour). On the
-# Xeon it leaves even more of the hour unused. Dropout from 0 waits for the run that combines it
-# with two layers.
+# and it is cheaper, which decides the second job. Measured alone on the bf16 EPYC, a two-layer
+# step costs 0.75 of a three-layer one (run 8's, 0.96: the same). If the ratio holds on the
+# AVX2-only EPYC, the 3,040 steps take about 51 minutes there, and the recipe runs unchanged
+# inside the hour's budget (which plans 90% of it). That is an estimate: no AVX2 machine has
+# timed it yet. On the Xeon it leaves even more of the hour unused. Dropout from 0 waits for the
+# run that combines it with two layers.
 #
 # **Still short of the targets.** We had set 42 with beam search and 40 greedy on test2016:
 # run 9 has 40.2 and 39.7. The runs that come next are already candidates of
