@@ -264,7 +264,7 @@
 #   for 0.74 of the base's cost per step.
 #
 # Each is run 6 with that one change, the same seed, batches and 3,040 steps, scored as chapter 7
-# scores its run (so with $lpha = 2.5$, unlike the tables above). `make bench-recipes`
+# scores its run (so with $\alpha = 2.5$, unlike the tables above). `make bench-recipes`
 # (`benchmarks/bench_recipes.py`) trains such candidates and adds each to
 # `benchmarks/results/recipes.json` as soon as it is scored. Runs 8 and 9 were trained side by
 # side, one thread each, on the same kind of AMD EPYC as run 6's second making, which is the
