@@ -63,7 +63,7 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 #
 # | | paper base (WMT, 8 GPUs) | this chapter (Multi30k, 2 CPU cores) | why |
 # |---|---|---|---|
-# | layers $N$ | 6 + 6 | 2 + 2 | 29,000 short sentences do not need depth: two layers a side learned faster than three, ended higher, and cost 0.74 of a step (the lab notebook's recipe search) |
+# | layers $N$ | 6 + 6 | 2 + 2 | 29,000 short sentences do not need depth: two layers a side learned faster than three, ended higher, and cost 0.75 of a step (the lab notebook's recipe search) |
 # | $d_\text{model}$, $d_{ff}$, $h$ | 512, 2048, 8 | 256, 1024, 4 | the paper's ratios, and its $d_k = d_v = 64$ per head |
 # | vocabulary | ≈ 37,000 shared byte-pair symbols | words, one vocabulary per language (`min_freq` 2) | in our hour, 8,000 shared subwords learned much more slowly (lab notebook) |
 # | tokens per batch | ≈ 25,000 + 25,000 | ≤ 3,000 target tokens (padded) | on a CPU, many small steps learn more per minute than few big ones |
