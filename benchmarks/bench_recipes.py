@@ -19,6 +19,8 @@ are recorded with the workers and threads that produced them: read them as the s
 companions, not as timings. What a candidate's step costs is measured by `--step-costs`, alone:
 every candidate's step against run 6's, in alternating rounds in one process (chapter 9's
 `config_step_costs`), so that an hour on any CPU converts into steps of each candidate.
+`--step-costs --as-avx2` measures them again with this CPU held to AVX2 kernels and fp32, the
+nearest it comes to the AVX2-only machines (recorded apart, as "step costs as AVX2").
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,6 +50,13 @@ STEPS_PER_EPOCH = 152  # chapter 7's full profile: Multi30k's train split in 3,0
 # before this search (three layers a side), whose own run is kept in runs/multi30k-run6/.
 RUN6 = dataclasses.replace(FULL, N=3)
 RUN6_TRAINED = "2 threads, as chapter 7's notebook run, on a machine shared with other work"
+# An AVX2-only CPU, as near as this one can play it: the same kernel limits as `make nbval-kernels`
+# (oneDNN and MKL held to AVX2, ATen's AVX2 kernels) and fp32, since such a CPU has no bf16.
+AS_AVX2 = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
 
 
 def budget_changes(steps_per_minute: float, probe_seconds: float = 36.0) -> dict:
@@ -160,7 +170,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only measure each candidate's seconds per step against run 6's (run it alone)",
     )
+    parser.add_argument(
+        "--as-avx2",
+        action="store_true",
+        help="with --step-costs: hold this CPU to AVX2 kernels and fp32, as an AVX2-only CPU runs",
+    )
     args = parser.parse_args(argv)
+    if args.as_avx2 and not args.step_costs:
+        parser.error("--as-avx2 only applies to --step-costs")
+    if args.as_avx2 and any(os.environ.get(key) != value for key, value in AS_AVX2.items()):
+        # the kernel limits are read when torch starts: start again with them set
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AS_AVX2})
     if args.list:
         for name, (changes, why) in CANDIDATES.items():
             print(f"{name}: {changes or 'none'} ({why}) -> {candidate_folder(name)}")
@@ -172,12 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.step_costs:
         configs = {name: candidate_config(name) for name in args.only or CANDIDATES}
         configs = {"run 6": RUN6, **configs}
+        if args.as_avx2:
+            configs = {
+                name: dataclasses.replace(c, precision="fp32") for name, c in configs.items()
+            }
         timing = Timing(torch.get_num_threads()).start()
         costs = config_step_costs(configs, load_multi30k(None, FULL.min_freq), 12, 3)
         costs["timing"] = timing.stop()
         costs["cpu"] = cpu_kind()
+        costs["precision"] = "fp32" if args.as_avx2 else "as chapter 7 (bf16 where the CPU has it)"
+        if args.as_avx2:
+            costs["kernels"] = AS_AVX2
+            costs["steps a minute"] = {
+                name: round(60 / seconds, 1) for name, seconds in costs["seconds per step"].items()
+            }
         with updating_record(RECORD) as record:
-            record["step costs"] = costs
+            record["step costs as AVX2" if args.as_avx2 else "step costs"] = costs
         print(json.dumps(costs, indent=1))
         return 0
     for name in args.only or list(CANDIDATES):

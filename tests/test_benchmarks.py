@@ -141,3 +141,32 @@ def test_the_recipe_record_agrees_with_its_candidates_and_its_curves():
             assert line[f"step of val BLEU {threshold}"] == (reached[0] if reached else None)
         for key in ("test2016 beam", "test2016 greedy", "val beam", "val greedy"):
             assert 0 < line[key] < 100
+
+
+def test_step_costs_as_avx2_run_fp32_under_avx2_kernels_and_are_kept_apart(tmp_path, monkeypatch):
+    recipes = _bench_recipes()
+    with pytest.raises(SystemExit):  # the kernel limits mean nothing to a training run
+        recipes.main(["--as-avx2", "--only", "two layers"])
+    for key, value in recipes.AS_AVX2.items():  # as if started again with them (no exec here)
+        monkeypatch.setenv(key, value)
+    seen = {}
+
+    def costs(configs, corpus, steps, rounds):
+        seen.update(configs)
+        return {"seconds per step": {name: 1.0 + config.N for name, config in configs.items()}}
+
+    monkeypatch.setattr(recipes, "config_step_costs", costs)
+    monkeypatch.setattr(recipes.torch, "set_num_threads", lambda n: None)  # keep pytest's threads
+    monkeypatch.setattr(recipes, "load_multi30k", lambda *args: None)
+    monkeypatch.setattr(recipes, "RECORD", tmp_path / "recipes.json")
+    (tmp_path / "recipes.json").write_text(json.dumps({"lines": [], "step costs": {"kept": 1}}))
+    assert (
+        recipes.main(["--step-costs", "--as-avx2", "--threads", "1", "--only", "two layers"]) == 0
+    )
+    assert set(seen) == {"run 6", "two layers"}
+    assert {config.precision for config in seen.values()} == {"fp32"}
+    record = json.loads((tmp_path / "recipes.json").read_text())
+    assert record["step costs"] == {"kept": 1}  # the bf16 measurement is not replaced
+    avx2 = record["step costs as AVX2"]
+    assert avx2["kernels"] == recipes.AS_AVX2 and avx2["precision"] == "fp32"
+    assert avx2["steps a minute"] == {"run 6": 15.0, "two layers": 20.0}
