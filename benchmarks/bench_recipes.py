@@ -15,8 +15,9 @@ it trains:
 
 The reference, "run 6", is chapter 7's recipe before the search (three layers a side; its run is
 kept in runs/multi30k-run6/), scored the same way. Training minutes
-are recorded with the workers and threads that produced them: read them as the step counts'
-companions, not as timings. What a candidate's step costs is measured by `--step-costs`, alone:
+are recorded with the workers and threads that produced them (each session that trains a
+candidate adds a line to its folder's trained-with.json, from the step it resumed at): read them
+as the step counts' companions, not as timings. What a candidate's step costs is measured by `--step-costs`, alone:
 every candidate's step against run 6's, in alternating rounds in one process (chapter 9's
 `config_step_costs`), so that an hour on any CPU converts into steps of each candidate.
 `--step-costs --as-avx2` measures them again with this CPU held to AVX2 kernels and fp32, the
@@ -37,10 +38,11 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Timing, cpu_kind, machine
 
+from annotated.ch03_training import read_checkpoint
 from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
 from annotated.ch09_table3 import config_step_costs, updating_record
-from annotated.files import FolderInUseError, folder_lock
+from annotated.files import FolderInUseError, atomic_write, folder_lock
 from annotated.runs import RUNS_DIR, final_scores, plan_budget
 from annotated.threads import use_fair_threads
 
@@ -49,7 +51,7 @@ STEPS_PER_EPOCH = 152  # chapter 7's full profile: Multi30k's train split in 3,0
 # Every candidate is a change to one fixed reference: run 6 of the lab notebook, chapter 7's recipe
 # before this search (three layers a side), whose own run is kept in runs/multi30k-run6/.
 RUN6 = dataclasses.replace(FULL, N=3)
-RUN6_TRAINED = "2 threads, as chapter 7's notebook run, on a machine shared with other work"
+SESSIONS = "trained-with.json"  # in a candidate's folder: how each session trained it
 # An AVX2-only CPU, as near as this one can play it: the same kernel limits as `make nbval-kernels`
 # (oneDNN and MKL held to AVX2, ATen's AVX2 kernels) and fp32, since such a CPU has no bf16.
 AS_AVX2 = {
@@ -121,9 +123,40 @@ def first_step(evals, threshold: float) -> int | None:
     return None if reached.empty else int(reached["step"].iloc[0])
 
 
+def note_session(folder: Path, last_step: int, threads: int, workers: int) -> None:
+    """Add to the folder's trained-with.json the steps this session is about to train, and how."""
+    checkpoint = folder / "checkpoint.pt"
+    done = len(read_checkpoint(checkpoint)["history"]) if checkpoint.exists() else 0
+    if done >= last_step:
+        return  # finished: this session only scores it
+    path = folder / SESSIONS
+    sessions = json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    sessions.append({"from step": done + 1, "threads": threads, "workers": workers})
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        json.dump(sessions, handle, indent=1)
+
+
+def trained_with(folder: Path, last_step: int) -> str:
+    """How the run was trained, session by session, as its trained-with.json says."""
+    path = folder / SESSIONS
+    if not path.exists():
+        return "not noted"
+    sessions = json.loads(path.read_text(encoding="utf-8"))
+    ends = [session["from step"] - 1 for session in sessions[1:]] + [last_step]
+    return "; ".join(
+        f"steps {session['from step']:,}-{end:,}: {session['threads']} thread(s), "
+        f"{session['workers']} worker(s) on the machine"
+        + (f" ({session['note']})" if "note" in session else "")
+        for session, end in zip(sessions, ends, strict=True)
+    )
+
+
 def measure(name: str, threads: int, workers: int) -> dict:
     config, folder = candidate_config(name), candidate_folder(name)
+    last_step = config.train_config(STEPS_PER_EPOCH).max_steps
     corpus = load_multi30k(config.vocab_size, config.min_freq, folder)
+    note_session(folder, last_step, threads, workers)
     run = train_multi30k(config, folder, corpus=corpus)
     scores = final_scores(run)
     rows = {
@@ -151,9 +184,7 @@ def measure(name: str, threads: int, workers: int) -> dict:
         "step of val BLEU 35": first_step(run.evals, 35),
         "val BLEU by step": run.evals[["step", "val BLEU"]].values.tolist(),
         "train minutes": round(run.history.seconds.sum() / 60, 2),
-        "trained with": RUN6_TRAINED
-        if name == "run 6"
-        else f"{threads} thread(s), {workers} worker(s) on the machine",
+        "trained with": trained_with(folder, int(run.history.step.max())),
         "machine": machine(),
         "cpu": cpu_kind(),
     }

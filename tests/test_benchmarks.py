@@ -170,3 +170,25 @@ def test_step_costs_as_avx2_run_fp32_under_avx2_kernels_and_are_kept_apart(tmp_p
     avx2 = record["step costs as AVX2"]
     assert avx2["kernels"] == recipes.AS_AVX2 and avx2["precision"] == "fp32"
     assert avx2["steps a minute"] == {"run 6": 15.0, "two layers": 20.0}
+
+
+def test_each_session_that_trains_a_candidate_is_noted_from_the_step_it_resumed_at(tmp_path):
+    import torch
+
+    recipes = _bench_recipes()
+    folder = tmp_path / "candidate"
+    recipes.note_session(folder, 300, threads=1, workers=2)  # a fresh start
+    folder.mkdir(exist_ok=True)
+    torch.save(
+        {"model": {}, "model_config": {}, "history": [{}] * 76}, folder / "checkpoint.pt"
+    )  # stopped after step 76
+    recipes.note_session(folder, 300, threads=2, workers=1)
+    torch.save(
+        {"model": {}, "model_config": {}, "history": [{}] * 300}, folder / "checkpoint.pt"
+    )  # finished
+    recipes.note_session(folder, 300, threads=2, workers=1)  # scoring only: not a session
+    assert recipes.trained_with(folder, 300) == (
+        "steps 1-76: 1 thread(s), 2 worker(s) on the machine; "
+        "steps 77-300: 2 thread(s), 1 worker(s) on the machine"
+    )
+    assert recipes.trained_with(tmp_path / "never", 300) == "not noted"
