@@ -43,7 +43,7 @@ from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
 from annotated.ch09_table3 import config_step_costs, updating_record
 from annotated.files import FolderInUseError, atomic_write, folder_lock
-from annotated.runs import RUNS_DIR, final_scores, plan_budget
+from annotated.runs import RUNS_DIR, final_scores
 from annotated.threads import use_fair_threads
 
 RECORD = RESULTS_DIR / "recipes.json"
@@ -61,13 +61,6 @@ AS_AVX2 = {
 }
 
 
-def budget_changes(steps_per_minute: float, probe_seconds: float = 36.0) -> dict:
-    """What a 60-minute budget plans for run 6 on a CPU this fast: the changes to its recipe."""
-    plan = plan_budget(RUN6, STEPS_PER_EPOCH, 60 / steps_per_minute, probe_seconds)
-    planned, recipe = dataclasses.asdict(plan.apply(RUN6)), dataclasses.asdict(RUN6)
-    return {key: value for key, value in planned.items() if value != recipe[key]}
-
-
 # name: (the changes to run 6, why it is a candidate)
 CANDIDATES = {
     "run 6": ({}, "chapter 7's recipe before the search: the reference"),
@@ -82,11 +75,6 @@ CANDIDATES = {
     "two layers, dropout from 0": (
         {"N": 2, "p_drop": 0.0},
         "both changes that learned faster than run 6 early on, together",
-    ),
-    "AVX2 hour": (
-        budget_changes(45),
-        "what a 60-minute budget made of run 6 on the 2-core AMD EPYC with AVX2 only (fp32, about "
-        "45 steps a minute): its recipe compressed into the 2,405 steps that fit",
     ),
     "two layers, 40 epochs": (
         {"N": 2, "epochs": 40, "cooldown_epochs": 20.0},
