@@ -115,6 +115,18 @@ def test_each_recipe_candidate_is_run_6_with_only_its_changes():
     assert dataclasses.replace(recipes.FULL, N=3) == recipes.RUN6
 
 
+def test_chapter_7s_long_profile_is_the_candidate_that_was_measured():
+    import dataclasses
+
+    from annotated.ch07_multi30k import PROFILES
+
+    recipes = _bench_recipes()
+    measured = recipes.candidate_config("two layers, 40 epochs")
+    # The same recipe, with chapter 7's time budget on top (the candidates had none).
+    assert dataclasses.replace(PROFILES["long"], max_minutes=None) == measured
+    assert PROFILES["long"].max_minutes == PROFILES["full"].max_minutes
+
+
 def test_a_changed_candidate_trains_in_a_new_folder(monkeypatch):
     recipes = _bench_recipes()
     before = recipes.candidate_folder("two layers")
