@@ -353,7 +353,8 @@
 #   band, section 7 ran two (two layers, no dropout at the start). The others, a smaller
 #   feed-forward layer, a wider model and learned positions, are still worth a full run against
 #   chapter 7's recipe with the same seed; a `make bench-recipes` candidate is one line of
-#   `benchmarks/bench_recipes.py`.
+#   `benchmarks/bench_recipes.py`. Learned positions with two layers is already one, begun but
+#   not finished.
 #
 # To start from any run above, change chapter 7's full profile. Set the decoding to the paper's
 # $\alpha$ to compare with this appendix, and lift the time limit so that a slow machine still
