@@ -17,8 +17,8 @@ The reference, "run 6", is chapter 7's recipe before the search (three layers a 
 kept in runs/multi30k-run6/), scored the same way. Training minutes
 are recorded with the workers and threads that produced them (each session that trains a
 candidate adds a line to its folder's trained-with.json, from the step it resumed at): read them
-as the step counts' companions, not as timings. What a candidate's step costs is measured by `--step-costs`, alone:
-every candidate's step against run 6's, in alternating rounds in one process (chapter 9's
+as the step counts' companions, not as timings. What a candidate's step costs is measured by
+`--step-costs`, alone: every candidate's step against run 6's, in alternating rounds in one process (chapter 9's
 `config_step_costs`), so that an hour on any CPU converts into steps of each candidate.
 `--step-costs --as-avx2` measures them again with this CPU held to AVX2 kernels and fp32, the
 nearest it comes to the AVX2-only machines (recorded apart, as "step costs as AVX2").
@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--as-avx2 only applies to --step-costs")
     if args.as_avx2 and any(os.environ.get(key) != value for key, value in AS_AVX2.items()):
         # the kernel limits are read when torch starts: start again with them set
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **AS_AVX2})
+        arguments = sys.argv[1:] if argv is None else argv
+        os.execve(sys.executable, [sys.executable, __file__, *arguments], {**os.environ, **AS_AVX2})
     if args.list:
         for name, (changes, why) in CANDIDATES.items():
             print(f"{name}: {changes or 'none'} ({why}) -> {candidate_folder(name)}")
