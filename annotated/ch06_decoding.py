@@ -226,9 +226,11 @@ def greedy_decode_cached(
 # can lead into a sentence that is worse overall. **Beam search** keeps the $k$ best partial
 # translations (the *beam*) instead of one. At each step every hypothesis in the beam is extended by
 # every word, each extension is scored by the sum of its words' log-probabilities, and the best
-# $k$ that have not ended are kept; an extension that ends with `</s>` is set aside as a finished
-# candidate. A sentence is done when $k$ candidates have finished (or the length limit is reached),
-# and its translation is the best finished candidate.
+# $k$ that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
+# candidate only if it ranks among the best $k$ extensions of its step; one ranked lower is dropped
+# like any other, since $k$ live hypotheses already score above it. A sentence is done when $k$
+# candidates have finished (or the length limit is reached), and its translation is the best
+# finished candidate.
 #
 # Sums of log-probabilities favour short outputs: every extra word makes the sum more negative.
 # The paper uses beam size 4 and a **length penalty** $\alpha = 0.6$ (section 6.1, following Wu et

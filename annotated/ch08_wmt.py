@@ -91,8 +91,10 @@ from annotated.runs import Run, RunConfig, final_scores, pick_profile, train_run
 # * **`full`**: `prepare_wmt14` downloads the WMT 2014 archives from statmt.org (several
 #   gigabytes; a broken download resumes where it stopped, and a file is only renamed into place
 #   once complete and checked), and extracts the same three splits from them. Its test set is the
-#   full newstest2014 (3,003 sentences), the one `sacrebleu -t wmt14 -l en-de` scores against;
-#   the sample's is the 2,737-sentence filtered version. The two are not comparable.
+#   full newstest2014 (3,003 sentences), the one `sacrebleu -t wmt14/full -l en-de` scores
+#   against. The sample's is the filtered version of 2,737 sentences that WMT 2014 published
+#   beside it, which is what sacreBLEU's plain `-t wmt14 -l en-de` means.
+#   Scores on the two are not comparable.
 #
 # The model should see text as a person writes it, and its output must be scored against text as a
 # person writes it (chapter 6, section 5). So the sample is turned back into plain text first:
@@ -431,9 +433,10 @@ def train_wmt(
 # The scores are chapter 6's: sacreBLEU on the plain output against the plain references, with
 # its signature, and next to it the **tokenized BLEU** of the paper's own scripts
 # (tensor2tensor's `get_ende_bleu.sh`: Moses tokens, hyphenated compounds split). The paper's
-# Table 2 numbers are tokenized BLEU on the full newstest2014; the two metrics must not be
-# compared with each other, only each with itself, and the sample's test set (2,737 sentences)
-# is not the full one (3,003).
+# Table 2 numbers are tokenized BLEU on newstest2014 (it does not say which of its two versions);
+# the two metrics must not be compared with each other, only each with itself. The set scored
+# is printed under the signature: the sample's is the filtered newstest2014 (2,737 sentences),
+# not the full one (3,003).
 
 
 # %%
@@ -450,6 +453,9 @@ def wmt_scores(run: Run) -> pd.DataFrame:
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # print(scores["BLEU signature"][0])
+# from annotated.datasets import WMT14_TEST_SETS
+#
+# print("test set:", WMT14_TEST_SETS[run.config.data])
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT

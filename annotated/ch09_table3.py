@@ -133,6 +133,7 @@ VARIANTS = (
     Variant("B", "d_k 8", {"d_k": 8}, PaperRow("d_k 16", 5.16, 25.1, 58)),
     Variant("B", "d_k 16", {"d_k": 16}, PaperRow("d_k 32", 5.01, 25.4, 60)),
     # (C) depth and width, at the same ratios to our base as the paper's lines are to its base
+    Variant("C", "N 1", {"N": 1}, PaperRow("N 2", 6.11, 23.7, 36)),
     Variant("C", "N 2", {"N": 2}, PaperRow("N 4", 5.19, 25.3, 50)),
     Variant("C", "N 4", {"N": 4}, PaperRow("N 8", 4.88, 25.5, 80)),
     Variant(

@@ -447,6 +447,12 @@ WMT14_TOY_SHA256 = {
     "test.de.gz": "1c294e83a332199de580f1302e86f66eeb42dc6e6e0d4353b5d5e0afd8d8c421",
 }
 WMT14_TOY_PAIRS = {"train": 10000, "val": 3000, "test": 2737}
+# Which newstest2014 each variant scores: sacreBLEU names the filtered set `wmt14`, the full one
+# `wmt14/full`, and scores on the two are not comparable.
+WMT14_TEST_SETS = {
+    "toy": "newstest2014, filtered: 2,737 sentences (sacreBLEU's `-t wmt14 -l en-de`)",
+    "full": "newstest2014, full: 3,003 sentences (sacreBLEU's `-t wmt14/full -l en-de`)",
+}
 
 # The full data: the archives of the WMT 2014 shared task on statmt.org (several gigabytes; they
 # publish no checksums, so the first download is recorded and later ones are checked against it).
@@ -460,7 +466,7 @@ WMT14_ARCHIVES = {
     "test-full.tgz": "https://www.statmt.org/wmt14/test-full.tgz",
 }
 # split -> (archive, English member, German member) for each corpus, in order. The test set is the
-# full newstest2014 (3,003 sentences), the one `sacrebleu -t wmt14 -l en-de` scores against.
+# full newstest2014 (3,003 sentences), the one `sacrebleu -t wmt14/full -l en-de` scores against.
 WMT14_MEMBERS = {
     "train": (
         (

@@ -484,6 +484,11 @@ def architecture(
         else "post-norm as in the paper: each sublayer's output added to its input, then "
         "normalized (Add & Norm)"
     )
+    encoding = (
+        "sinusoidal positional encodings"
+        if arch.positions == "sinusoids"
+        else "learned position vectors"
+    )
     sharing = {
         "all three": "one matrix shared by both embeddings and the output layer",
         "target and output": "the target embedding shared with the output layer",
@@ -495,9 +500,10 @@ def architecture(
     )
     description = (
         f"Encoder on the left, decoder on the right, inputs at the bottom. Source tokens pass "
-        f"through an embedding and {arch.positions} positions into the encoder, whose layer "
-        f"(repeated {arch.encoder_layers} times) has multi-head self-attention ({arch.h} heads of "
-        f"{arch.d_k}) and a feed-forward network ({feed}); {norm}. The decoder's layer (repeated "
+        f"through an embedding, to which {encoding} are added, into the encoder, whose layer "
+        f"(repeated {arch.encoder_layers} times) has multi-head self-attention ({arch.h} heads, "
+        f"each with queries and keys of {arch.d_k} numbers) and a feed-forward network ({feed}); "
+        f"{norm}. The decoder's layer (repeated "
         f"{arch.decoder_layers} times) has masked self-attention, attention over the encoder's "
         f"output, and a feed-forward network; a linear layer and a softmax turn its output into "
         f"probabilities over {arch.tgt_vocab:,} target tokens. {sharing.capitalize()}."
@@ -810,7 +816,8 @@ def beam_tree(
 
     Each column is a step; in it the 2k best extensions of the beam, best first, each with its
     word and the sum of log-probabilities so far. Those that continue are kept (orange), those
-    that end with </s> are set aside as finished candidates (purple), the rest are dropped (grey).
+    that end with </s> within the best k are set aside as finished candidates (purple), the rest
+    are dropped (grey), an extension ending with </s> below the best k included.
     The finished candidate each length penalty alpha would choose is outlined in red.
     """
     candidates = finished_candidates(trace, words)
@@ -864,7 +871,8 @@ def beam_tree(
     description = (
         "Each column is a step of the search; in it the best extensions of the hypotheses in the "
         "beam, best first, with their word and summed log-probability. Orange ones stay in the "
-        "beam, purple ones end with </s> and are set aside as finished candidates, faint ones "
-        f"are dropped. {len(candidates)} candidates finished. " + "; ".join(lines) + "."
+        "beam; purple ones end with </s> within the best k and are set aside as finished "
+        "candidates; faint ones are dropped, an extension ending with </s> below the best k "
+        f"too. {len(candidates)} candidates finished. " + "; ".join(lines) + "."
     )
     return Drawing(canvas.svg(title, description), title, description)

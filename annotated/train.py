@@ -20,24 +20,22 @@ from pathlib import Path
 
 from annotated.files import FolderInUseError
 
-PROFILES = {
-    "multi30k": ("full", "class", "smoke"),
-    "wmt": ("sample", "class", "smoke", "base", "big"),
-}
+TASKS = ("multi30k", "wmt")
 COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    profiles = task_profiles()
     parser = argparse.ArgumentParser(
         prog="python -m annotated.train", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("task", choices=sorted(PROFILES), help="what to train")
+    parser.add_argument("task", choices=TASKS, help="what to train")
     parser.add_argument(
         "--profile",
-        choices=sorted({p for profiles in PROFILES.values() for p in profiles}),
+        choices=sorted({p for names in profiles.values() for p in names}),
         default=None,
-        help="multi30k: full, class, smoke; wmt: sample, class, smoke, base, big "
-        "(default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
+        help="; ".join(f"{task}: {', '.join(names)}" for task, names in profiles.items())
+        + " (default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
     )
     parser.add_argument(
         "--run-dir",
@@ -57,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-scores", action="store_true", help="skip the final BLEU/chrF scores")
     args = parser.parse_args(argv)
-    if args.profile is not None and args.profile not in PROFILES[args.task]:
-        parser.error(f"{args.task} has the profiles {', '.join(PROFILES[args.task])}")
+    if args.profile is not None and args.profile not in profiles[args.task]:
+        parser.error(f"{args.task} has the profiles {', '.join(profiles[args.task])}")
     if args.run_dir is not None and args.run_dir.exists() and not args.run_dir.is_dir():
         parser.error(
             f"--run-dir {args.run_dir} is a file; give a folder (it is created if missing)"
@@ -70,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         # what to do, and every checkpoint written so far is intact.
         print(f"train: {error}", file=sys.stderr)
         return 2
+
+
+def task_profiles() -> dict[str, tuple[str, ...]]:
+    """Each task's profile names, as its chapter defines them (chapter 7's and chapter 8's tables)."""
+    from annotated.ch07_multi30k import PROFILES
+    from annotated.ch08_wmt import WMT_PROFILES
+
+    return {"multi30k": tuple(PROFILES), "wmt": tuple(WMT_PROFILES)}
 
 
 def budget_minutes(text: str) -> float | None:
@@ -128,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
         scores = final_scores(run) if args.task == "multi30k" else ch08.wmt_scores(run)
         print(scores[columns].to_string(index=False))
         print(scores["BLEU signature"][0])
+        if args.task != "multi30k":
+            from annotated.datasets import WMT14_TEST_SETS
+
+            print("test set:", WMT14_TEST_SETS[config.data])
     return 0
 
 

@@ -194,7 +194,8 @@ def test_the_beam_tree_outlines_each_alphas_winner_and_fades_the_dropped():
 def test_learned_positions_are_drawn_as_a_table():
     learned, fixed = architecture(_small(learned_positions=True)), architecture(_small())
     assert "learned table" in _texts(learned) and "learned table" not in _texts(fixed)
-    assert "learned positions" in learned.description
+    assert "learned position vectors" in learned.description
+    assert "sinusoidal positional encodings" in fixed.description
 
 
 def test_decoding_steps_draw_each_steps_mask_from_the_code():

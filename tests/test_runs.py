@@ -118,7 +118,22 @@ def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):
     assert ch07_multi30k.profile_config()[0] == "class"
     assert ch08_wmt.wmt_profile() == ("class", ch08_wmt.WMT_PROFILES["smoke"])
     assert ch09_table3.table3_plan() == ("class", ch09_table3.TABLE3_PROFILES["full"])
-    assert all("class" in names for names in train.PROFILES.values())
+    assert all("class" in names for names in train.task_profiles().values())
+
+
+def test_the_command_line_takes_every_profile_a_chapter_defines(monkeypatch):
+    """`python -m annotated.train multi30k --profile long` (README, chapter 7) must be accepted."""
+    from annotated import ch07_multi30k, ch08_wmt, train
+
+    seen = []
+    monkeypatch.setattr(train, "run", lambda args: seen.append((args.task, args.profile)) or 0)
+    wanted = [("multi30k", p) for p in ch07_multi30k.PROFILES]
+    wanted += [("wmt", p) for p in ch08_wmt.WMT_PROFILES]
+    for task, profile in wanted:
+        assert train.main([task, "--profile", profile]) == 0
+    assert seen == wanted and ("multi30k", "long") in seen
+    with pytest.raises(SystemExit):  # a profile of the other task is refused
+        train.main(["multi30k", "--profile", "sample"])
 
 
 # ---------------------------------------------------------------- time budgets

@@ -295,7 +295,10 @@ def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_p
     env = {**os.environ, "ANNOTATED_PROFILE": "fast"}
     result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
     assert result.returncode == 2
-    assert "ANNOTATED_PROFILE='fast': choose one of ['class', 'full', 'long', 'smoke']" in result.stderr
+    assert (
+        "ANNOTATED_PROFILE='fast': choose one of ['class', 'full', 'long', 'smoke']"
+        in result.stderr
+    )
     assert "Traceback" not in result.stderr
 
 
