@@ -178,7 +178,8 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # *chases* looks for an animal and a thing, *red* looks for a thing, *dog* and *ball* for the
 # action. A value is what a word hands over when it is attended to: here, just which content word
 # it is (articles hand over nothing). In a trained model the three vectors are computed from the
-# word by learned matrices ($W^Q$, $W^K$, $W^V$ in section 4) and nobody chooses their meaning;
+# word by learned matrices ($W^Q$, $W^K$, $W^V$; section 4 below, the paper's section 3.2.2) and
+# nobody chooses their meaning;
 # chapter 7 repeats this walk with the trained model's own numbers.
 
 
@@ -606,7 +607,8 @@ def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt
 #   last two dimensions. The same holds for keys and values.
 # * The projections have biases, as in PyTorch's `nn.MultiheadAttention` (the equations above
 #   leave them out; they change nothing of substance). $d_k$ and $d_v$ default to
-#   $d_\text{model} / h$ but can be set apart from it, which Table 3's rows (A) and (B) need.
+#   $d_\text{model} / h$ but can be set apart from it, which Table 3's row (B) needs (row (A)
+#   changes $h$ and keeps $d_k = d_v = d_\text{model} / h$).
 #
 # One argument is here for later. A decoder that writes one word at a time would project the
 # keys and values of its whole prefix again at every step. Chapter 6 builds a `KeyValueCache`

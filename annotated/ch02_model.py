@@ -681,10 +681,12 @@ def _below(error: float, bound: float) -> str:
 #
 # The rotation above says what stays the same. The dot product of two encodings is
 # $PE_{p} \cdot PE_{p+k} = \sum_i \cos(\omega_i k)$: it depends on the distance $k$ and not on
-# where the pair sits. An attention head that compares positions through dot products (a query
-# built from one position's encoding, a key from another's) therefore sees a pair of words 3
-# apart at positions 50,000 and 50,003 exactly as it saw them at 10 and 13. We measure it for
-# pairs far beyond a 512-row table:
+# where the pair sits: a pair of encodings 3 apart at positions 50,000 and 50,003 has the same
+# dot product as the pair at 10 and 13. A trained head compares positions through its learned
+# $W^Q$ and $W^K$ first, and keeps this property exactly only if those matrices respect the
+# rotations, which nothing in training forces; so this is what the encoding offers a head, not
+# a promise about what every head does with it. We measure the encodings' dot products for pairs
+# far beyond a 512-row table:
 
 
 # %%
@@ -1042,10 +1044,15 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 #
 # <details><summary>Answer</summary>
 #
-# Post-norm: almost nothing. Its output is LayerNorm(x + Sublayer(x)), and normalizing removes the
-# scale of the sum. Pre-norm: the output is x + Sublayer(LayerNorm(x)), so the large x passes
-# through the residual path unnormalized and dominates the output; the sub-layer's contribution
-# is the same size as before and is now relatively tiny.
+# Post-norm: the output keeps its usual size but not its content. The output is
+# LayerNorm(x + Sublayer(x)), and the normalization removes the overall scale of the sum, but
+# the self-attention sub-layer sees the large x first: queries and keys each grow 100-fold, so
+# the scores grow about 10,000-fold and the softmax saturates (chapter 1's lesson on
+# $\sqrt{d_k}$). Each position then copies the value of the one position it matches best instead
+# of a blend, and what gets normalized is x plus that hard pick. Pre-norm: the sub-layer sees
+# LayerNorm(x), which the scaling does not change, so its output is the same as before; the output
+# is x + Sublayer(LayerNorm(x)), so the large x passes through the residual path unnormalized and
+# dominates, and the sub-layer's contribution is now relatively tiny.
 #
 # </details>
 #

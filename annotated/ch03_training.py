@@ -353,7 +353,13 @@ def schedule_chart(pairs: Sequence[tuple[int, int]], steps: int = 20_000) -> alt
 # there, without limit; the logits grow and the model becomes over-confident. The paper instead
 # trains against a *smoothed* target: the right token gets $1 - \epsilon_{ls}$ and the remaining
 # $\epsilon_{ls} = 0.1$ is spread over the other tokens. The paper notes the trade: perplexity
-# gets worse (the model is deliberately less sure), while accuracy and BLEU improve.
+# gets worse (the model is deliberately less sure), while accuracy and BLEU improve. Two
+# measures, then, both met properly later: **perplexity** is $e$ to the power of the average
+# cross-entropy per target token against the one-hot target, so a model that gave the right token
+# probability $1/k$ everywhere would have perplexity $k$ (lower is better; chapter 9 measures it).
+# **BLEU** scores a translation by how many of its word sequences of one to four words also occur
+# in a reference translation, with a penalty for translations shorter than the reference (or a
+# one-word output could score perfectly), from 0 to 100 (higher is better; chapter 6 computes it).
 #
 # Two details the paper leaves open, and our choices:
 #
@@ -587,9 +593,9 @@ def set_dropout(model: nn.Module, p: float) -> None:
 
 
 # %% [markdown]
-# **Cheaper random numbers for dropout.** Profiled on a 2-core CPU under bf16 autocast (run it
-# yourself with `torch.profiler.profile`), chapter 7's training step spent about a fifth of its time
-# drawing the random numbers of dropout masks: `nn.Dropout` draws one random number per element,
+# **Cheaper random numbers for dropout.** Profiled on a 2-core CPU under bfloat16 mixed precision
+# (section 5 below explains it; run it yourself with `torch.profiler.profile`), chapter 7's
+# training step spent about a fifth of its time drawing the random numbers of dropout masks: `nn.Dropout` draws one random number per element,
 # and a CPU's random generator is slow next to its matrix units. A mask only asks whether a random
 # number falls below $p$, and sixteen random bits answer that to within $1/65536$. `FastDropout`
 # draws 64-bit random integers, reads each as four 16-bit numbers, and keeps an element when its
@@ -1031,11 +1037,16 @@ def _train(
 #
 # <details><summary>Answer</summary>
 #
-# Without smoothing the loss can approach 0; with 0.3 it cannot fall below the entropy of the
-# smoothed targets, so it stays higher even when every copy is right. Compare the exact-match
-# accuracy of the two instead. The loss measures how close the predictions are to the smoothed
-# distribution, not whether the top token is right, which is why the paper finds that smoothing
-# hurts perplexity and yet helps BLEU (section 5.4).
+# The two losses cannot be compared, which is the point of the question. Each is the KL divergence
+# from its own run's targets, so each is 0 at best, but for different predictions: with
+# `eps_ls=0` only as the model grows ever surer of the right token (the loss falls towards 0 but
+# the logits must grow without end), with 0.3 for a model that puts 0.7 on the right token and
+# spreads 0.3 over the rest, which finite logits can match. A lower number in one run says
+# nothing about the other. Which copies better is a question for the exact-match accuracy: on a
+# task this easy expect both to copy (almost) everything, since smoothing changes how sure the
+# model is of the top token, not which token is on top. The loss measures how close the
+# predictions are to a target distribution, not whether the top token is right, which is why the
+# paper finds that smoothing hurts perplexity and yet helps BLEU (section 5.4).
 #
 # </details>
 

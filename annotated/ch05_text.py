@@ -710,8 +710,12 @@ def batching_table(pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int
 # order, drawn from the seed and the epoch number alone, and a step takes the next `per_step` of
 # them (several when gradients are accumulated, chapter 3). So the batches of step $s$ are a pure
 # function of $s$: a run stopped and resumed at step $s$ sees exactly what it would have seen.
-# With several processes training together (chapter 8), every process computes the same group
-# for step $s$ and keeps every `world`-th batch of it, starting at its own `rank`.
+# Chapter 8 trains one model with several processes at once, each holding a copy of the model
+# and taking its share of every step's batches (data parallelism, explained there). For that the
+# rule has two more inputs: `world`, the number of processes, and `rank`, this process's number,
+# from 0 to `world` - 1. Every process computes the same group for step $s$ and keeps every
+# `world`-th batch of it, starting at its own `rank`; with one process (`world` = 1, `rank` = 0,
+# the defaults) it keeps the whole group.
 #
 # `BatchPlan` is that rule, and every trainer in the book asks it for its batches: the Multi30k
 # and WMT runs (chapters 7 and 8), chapter 8's table of steps, and the check that several

@@ -70,7 +70,7 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # | tokens per batch | ≈ 25,000 + 25,000 | ≤ 3,000 target tokens (padded) | on a CPU, many small steps learn more per minute than few big ones |
 # | residual blocks | post-norm | post-norm | pre-norm started faster but ended lower over the hour (lab notebook) |
 # | warmup, peak learning rate | 4,000 steps, 7.0e-4 | 500 steps, 1.0e-3 | the whole recipe is 3,040 steps |
-# | after the peak | $1/\sqrt{step}$ to the end | $1/\sqrt{step}$, times a factor falling linearly over the second half, to 1/1,520 at the last step (chapter 3's cooldown) | a fixed budget should end with small, settling steps |
+# | after the peak | $1/\sqrt{step}$ to the end | $1/\sqrt{step}$, times chapter 3's cooldown factor: over the second half (10 epochs of 152 steps, $c$ = 1,520 steps) it falls in a straight line from 1 to $1/c$ = 1/1,520 at the last step | a fixed budget should end with small, settling steps |
 # | dropout, label smoothing | 0.1, 0.1 | 0.1 rising linearly to 0.3, 0.1 | little while the model underfits, more once twenty passes over 29,000 sentences invite memorising |
 # | beam search | 4, $\alpha = 0.6$ | 4, $\alpha = 2.5$ | $\alpha$ chosen on the validation set, where it makes the outputs as long as the references (section 3) |
 # | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured bf16 at about 1.4× the speed of fp32 at this width on an Intel Xeon with AMX |
@@ -83,8 +83,9 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
 # time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
 # rather than cuts. Before the first step, `train_run` (in `annotated/runs.py`) times a few steps
-# of a throwaway copy of the model on your machine. If the 3,040 steps fit into the hour, the run
-# is the recipe, unchanged. If they do not, it squeezes the whole schedule into the steps that do
+# of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of the hour
+# (the rest is a margin for steps that turn out slower than the probe measured), the run is the
+# recipe, unchanged. If they do not, it squeezes the whole schedule into the steps that do
 # fit: the cooldown and the rising dropout end at the new last step, and the snapshots it averages
 # still come from the cooldown. The alternative, stopping the recipe when the hour is up, would
 # end the run with the learning rate still high and nothing settled, and would give a different,
@@ -102,17 +103,23 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # Measured alone on the book's 2-core AMD EPYC (bf16): 760 steps in 8.2 training minutes, about 10
 # from the command to the final scores, validation BLEU 29.6 (greedy, bare weights), and 33.2 on
 # the 2016 test set with averaging, copying and beam search. "A mother and her small son enjoying
-# a beautiful day outside." is its translation of the test sentence whose reference is the
-# same with "young song". The course page of the site has its figures and the syllabus.
+# a beautiful day outside." is its translation of the test sentence whose reference reads the
+# same but for "young song", a typo for "young son" in the data set itself: BLEU counts that
+# word against a correct translation. The course page of the site has its figures and the syllabus.
 #
 # **For a faster CPU.** Where the full profile takes well under half an hour (bf16 hardware, as
 # Intel's AMX), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
-# over the last 20. In the recipe search it scored 40.73 with beam search and 39.97 greedy on the
-# 2016 test set, about half a point above the full profile, and reached validation BLEU 39.0
-# against 37.8. On the book's bf16 EPYC its 6,080 steps took 62 training minutes, a little more
-# than the hour, so there its budget would plan about 5,400 steps; on a CPU without bf16 it
-# compresses to about the full profile's length, and the full profile is the better choice.
+# over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
+# one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against
+# 40.19 and 39.71 for the full profile trained the same way, and reached validation BLEU 39.0
+# against 37.8. Trained once each on an Intel Xeon with AMX, the two scored 40.61 / 39.50 (long)
+# and 40.51 / 39.63 (full): a tenth of a point either way. Two makings of one recipe already differ
+# by up to half a point, so the gain is within the noise of single runs; it would take several
+# seeds of each to measure it. The long profile took 52.2 training minutes on that Xeon, and 62
+# on the book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,400
+# steps; on a CPU without bf16 it compresses to about the full profile's length, and the full
+# profile is the better choice.
 
 
 # %%
@@ -234,9 +241,10 @@ def train_multi30k(
 # )
 
 # %% [markdown]
-# The curves of the run: the training loss per step (smoothed over 50 steps; it is the label-smoothed
-# KL of chapter 3, so it cannot reach 0) and the validation BLEU measured on the way, both against
-# training minutes.
+# The curves of the run: the training loss per step (smoothed over 50 steps) and the validation
+# BLEU measured on the way, both against training minutes. The loss is chapter 3's KL divergence
+# from the label-smoothed targets: 0 only for a model that predicts those smoothed targets
+# exactly, so a model that grows sure of the right words levels off above 0.
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT

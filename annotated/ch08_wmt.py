@@ -151,7 +151,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # |---|---|---|---|---|
 # | data | 4.5M pairs | 4.5M pairs | 10,000 pairs | what a CPU can do in minutes |
 # | shared BPE vocabulary | ≈ 37,000 | ≈ 37,000 | 8,000 | 10,000 sentences cannot fill 37,000 useful symbols |
-# | $N$, $d_\text{model}$, $d_{ff}$, $h$ | 6, 512, 2048, 8 | 6, 1024, 4096, 16 | 3, 256, 1024, 4 | chapter 7's CPU-sized model |
+# | $N$, $d_\text{model}$, $d_{ff}$, $h$ | 6, 512, 2048, 8 | 6, 1024, 4096, 16 | 3, 256, 1024, 4 | chapter 7's widths, and the three layers a side chapter 7 had when this run was set up (it has two now) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
 # | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | ≈ 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
@@ -534,10 +534,12 @@ def table_2() -> pd.DataFrame:
 #   process group: **nccl** between GPUs, **gloo** between CPU processes.
 # * Chapter 5's `BatchPlan` gives every process the same shuffled order of batches and lets
 #   process $r$ take every $P$-th batch of each step, starting at the $r$-th.
-# * Chapter 3's `train` divides each process's loss by the tokens of the *whole* step (one small
-#   all-reduce of the token counts), so that DDP's average of the processes' gradients is exactly
-#   the gradient of the one large batch; it writes checkpoints from process 0 only, and stops all
-#   processes together.
+# * Chapter 3's `train` needs the step's gradient per target token, summed over every process's
+#   micro-batches and divided by the tokens of the *whole* step (one small all-reduce of the
+#   token counts). DDP, though, *averages* the $P$ processes' gradients, dividing their sum by
+#   $P$. So each process divides its loss by the step's tokens over $P$ (`tokens / world` in the
+#   code), and DDP's division by $P$ leaves exactly the per-token gradient of the one large batch.
+#   It writes checkpoints from process 0 only, and stops all processes together.
 # * `train_run` (`annotated/runs.py`) evaluates and keeps snapshots on process 0 only.
 #
 # Is it right? `ddp_check` trains a small model for a few steps twice, with identical global

@@ -47,13 +47,14 @@
 #   same code trains on the full data on GPUs under `torchrun`, and DDP was checked to take the
 #   same steps as one process.
 # * **Chapter 9, Table 3 at Multi30k scale (§6.2).** Every line of the paper's model variations
-#   trained on Multi30k under one budget of 700 steps, around a pre-norm base of chapter 7's size
-#   with eight heads, and the base trained with three seeds. The seeds alone moved beam BLEU by
-#   about one point (19.6 ± 1.1), so only large effects can be told from chance at this budget.
-#   Those agree with the paper where capacity is taken away (one head: 9.8; $d_{model} = 128$:
-#   11.4) and disagree where the paper's long training paid for capacity or regularization: two
-#   layers (23.5), no dropout (24.0) and a smaller feed-forward layer (22.1) beat the base, and a
-#   wider model (23.1) did too, at several times the cost of a step.
+#   trained on Multi30k under one budget of 700 steps, around a pre-norm base of chapter 7's width
+#   (with three layers a side, chapter 7's depth when the table was made) and eight heads, and the
+#   base trained with three seeds. The seeds alone moved beam BLEU by about one point (19.6 ±
+#   1.1), so only large effects can be told from chance at this budget. Those agree with the paper
+#   where capacity is taken away (one head: 9.8; $d_{model} = 128$: 11.4) and where width is added
+#   (a wider model: 23.1, at 2.25 times the cost of a step), and disagree where the paper's long
+#   training paid for depth or regularization: two layers (23.5), no dropout (24.0) and a smaller
+#   feed-forward layer (22.1) beat the base.
 # * **Appendix A, Lab notebook.** The runs that led to chapter 7's recipe, each with what it
 #   showed.
 
@@ -67,7 +68,7 @@
 # |---|---|---|
 # | the first sequence transduction model that uses attention alone, with no recurrence or convolution | every model in the book is built this way, from chapter 1's attention and chapter 2's feed-forward layers, and it learns to copy (chapter 4) and to translate (chapters 7 and 8) | nothing essential: this claim is about the architecture, and all of it is in the code. Whether it was the first is a matter of history, which code cannot check |
 # | for translation it trains much faster than recurrent or convolutional models | chapter 0 counted the reason: a constant number of sequential steps per layer, and less arithmetic than a recurrent layer whenever $n < d$; Table 2 (below) puts the base model's training cost below every model it compares with | we never trained a recurrent or convolutional translator next to ours, so the book has no timing of its own for this claim, and two CPU cores offer little parallelism to exploit |
-# | a new state of the art on WMT 2014 English→German (28.4, big model) and English→French (41.8) | translation quality, but only at Multi30k's scale and in the opposite direction, German→English: 39.55 BLEU on test2016 (chapter 7) | short image captions are far easier than news, so the score cannot be set beside Table 2. The WMT En-De recipe ran only on a 10,000-pair sample (0.38 sacreBLEU); the full run is a command in chapter 8 that the book did not run. En-Fr (36M sentence pairs) was not attempted |
+# | a new state of the art on WMT 2014 English→German (28.4, big model) and English→French (41.8) | translation quality, but only at Multi30k's scale and in the opposite direction, German→English: 40.13 BLEU on test2016 (chapter 7) | short image captions are far easier than news, so the score cannot be set beside Table 2. The WMT En-De recipe ran only on a 10,000-pair sample (0.38 sacreBLEU); the full run is a command in chapter 8 that the book did not run. En-Fr (36M sentence pairs) was not attempted |
 # | the authors meant to apply it to other tasks and to inputs and outputs other than text | nothing beyond translation and the copy task | the paper's own next step, constituency parsing (section 6.3, Table 4), was not reproduced, and neither were images, audio or video |
 # | local, restricted attention to handle large inputs and outputs | Table 1's last row, printed in chapter 0: cost $O(r \cdot n \cdot d)$, path length $O(n/r)$ | not implemented. Our sentences are short ($n < d$), so full attention was the cheaper choice anyway |
 # | generation that is less sequential | chapter 6's cache brings each decoding step down to one position of work | the number of steps is still the length of the output, one token at a time; the book kept the paper's autoregressive decoder |
@@ -84,7 +85,7 @@
 
 # %% [markdown]
 # Among the single models, the base Transformer costs about a third as much to train as ConvS2S
-# (9.6e18 against 3.3e18 FLOPs) and about a seventh as much as GNMT + RL, yet it scores higher on
+# (3.3e18 against 9.6e18 FLOPs) and about a seventh as much as GNMT + RL, yet it scores higher on
 # English→German. The big model costs the same as GNMT + RL and beats the best ensemble (26.36)
 # by about two points. On English→French the base model (38.1) stays below the earlier systems.
 # Only the big model (41.8) passes them, and the paper gives no training cost for either
@@ -171,16 +172,22 @@
 #
 # </details>
 #
-# **10.3 Modify.** Add a band mask to chapter 1's masks, so that each position attends only to the
-# $r$ positions on either side, and train the copy task with it for $r = 1$ and $r = 3$. Which one
-# still copies, and why?
+# **10.3 Modify.** Restricted attention (Table 1's last row) lets each position attend only to
+# the $r$ positions on either side. Build it as a band mask from chapter 1's masks and apply it to
+# the encoder's and the decoder's **self-attention** (in the decoder, combined with the
+# subsequent mask, so that position $i$ sees positions $i - r$ to $i$). Train the copy task with
+# $r = 1$ and $r = 3$: does each still copy? Then apply the band to the **encoder-decoder
+# attention** as well (output position $i$ sees source positions $i - r$ to $i + r$), and predict
+# again. Which task would a narrow band break?
 #
 # <details><summary>Answer</summary>
 #
-# Copying needs output position $i$ to reach source position $i$ through the encoder-decoder
-# attention, which the band mask does not restrict if you apply it only to self-attention, so
-# both can copy. Apply it to the encoder-decoder attention too, and position $i$ can still see
-# source position $i$ for any $r \ge 0$: the task is local. A task that moves information far, such
-# as reversing, is the one a narrow band breaks.
+# Both still copy, in both settings. Copying needs output position $i$ to reach source position
+# $i$, and nothing else: with the band on self-attention only, the encoder-decoder attention is
+# unrestricted and reaches it; with the band on the encoder-decoder attention too, source position
+# $i$ is inside the band for any $r \ge 0$, because the task is local. A task that moves
+# information far, such as reversing a sequence, is the one a narrow band on the encoder-decoder
+# attention breaks: output position $i$ needs source position $n - 1 - i$, outside the band for
+# most $i$.
 #
 # </details>

@@ -867,12 +867,15 @@ def beam_tree(
         canvas.text(left - 30, y, line, 12, "start")
         lines.append(line)
         y += 26
-    title = f"Beam search as a tree: {len(trace)} steps, beam of {max(len(s) for s in trace) // 2}"
+    beam = max(len(s) for s in trace) // 2
+    title = f"Beam search as a tree: {len(trace)} steps, beam of {beam}"
     description = (
-        "Each column is a step of the search; in it the best extensions of the hypotheses in the "
-        "beam, best first, with their word and summed log-probability. Orange ones stay in the "
-        "beam; purple ones end with </s> within the best k and are set aside as finished "
-        "candidates; faint ones are dropped, an extension ending with </s> below the best k "
-        f"too. {len(candidates)} candidates finished. " + "; ".join(lines) + "."
+        f"Each column is a step of the search; in it the {2 * beam} best extensions of the "
+        "hypotheses in the beam, best first, with their word and summed log-probability. Orange "
+        f"ones stay in the beam; purple ones end with </s> among the best {beam} and are set "
+        f"aside as finished candidates; faint ones are dropped, an extension ending with </s> "
+        f"below the best {beam} too. {len(candidates)} candidates finished. "
+        + "; ".join(lines)
+        + "."
     )
     return Drawing(canvas.svg(title, description), title, description)

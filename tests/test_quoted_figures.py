@@ -1,0 +1,228 @@
+"""Every figure the prose quotes from a record or a saved output agrees with it.
+
+`benchmarks/quoted.toml` lists the quotes: where a figure stands (`in`, a prose file: a chapter's
+.py, README.md, site/course.md), the words around it (`says`, with `{}` where the figure is), and
+where it comes from (`from`: a record in benchmarks/results/, or a chapter's executed notebook).
+The table holds no line numbers and no copies of the figures: the test finds the words in the
+prose, reads the figure there, and compares it with the record at the precision the prose prints
+it. So changing a record without the prose, or the prose without the record, fails here, naming
+the prose line; rewording around a figure fails too, naming the quote to update. Chapters are
+checked in their notebook's markdown as well as in the .py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "benchmarks" / "quoted.toml"
+RECORDS = ROOT / "benchmarks" / "results"
+NUMBER = r"[-−]?\d[\d,]*(?:\.\d+)?"  # 4,532 or 40.13 or 0.75 (a comma groups thousands)
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One row of the table: a sentence's words with {} for each figure, and where each comes from."""
+
+    file: str
+    says: str
+    source: str
+    values: tuple[str, ...]
+    scales: tuple[float, ...] = ()  # one for each value; none: 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.file}: {self.says!r}"
+
+
+def load_quotes(table: Path = TABLE) -> list[Quote]:
+    quotes = []
+    for row in tomllib.loads(table.read_text(encoding="utf-8"))["quote"]:
+        values = row["value"] if isinstance(row["value"], list) else [row["value"]]
+        scales = row.get("scale", [1.0] * len(values))
+        scales = scales if isinstance(scales, list) else [scales] * len(values)
+        quote = Quote(row["in"], row["says"], row["from"], tuple(values), tuple(scales))
+        if not quote.says.count("{}") == len(quote.values) == len(quote.scales):
+            raise ValueError(f"{quote.label}: one value (and scale) for each {{}} in `says`")
+        quotes.append(quote)
+    return quotes
+
+
+def words_pattern(says: str) -> re.Pattern:
+    """`says` as a pattern: words apart by any whitespace (a line break, and the `# ` of a
+    chapter's markdown, included), each {} a number."""
+    pieces = []
+    for piece in re.split(r"(\{\}|\s+)", says.strip()):
+        if piece == "{}":
+            pieces.append(f"({NUMBER})")
+        elif piece.isspace():
+            pieces.append(r"(?:\s|#)+")
+        elif piece:
+            pieces.append(re.escape(piece))
+    return re.compile("".join(pieces))
+
+
+def prose_texts(file: str) -> list[tuple[str, str]]:
+    """(name, text) for a prose file: a chapter's .py and its notebook's markdown."""
+    path = ROOT / file
+    texts = [(file, path.read_text(encoding="utf-8"))]
+    if path.parent.name == "annotated" and path.name.startswith("ch"):
+        notebook = nbformat.read(ROOT / "notebooks" / f"{path.stem}.ipynb", as_version=4)
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type == "markdown":
+                texts.append((f"notebooks/{path.stem}.ipynb, cell {index}", cell.source))
+    return texts
+
+
+def line_of(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def find(quote: Quote) -> list[tuple[str, list[str]]]:
+    """Where the quote stands: (place, the figures as written) in the .py and the notebook alike."""
+    pattern = words_pattern(quote.says)
+    found = []
+    texts = prose_texts(quote.file)
+    for name, text in texts:
+        match = pattern.search(text)
+        if match:
+            place = f"{name}:{line_of(text, match.start())}" if name == quote.file else name
+            found.append((place, list(match.groups())))
+    is_chapter = len(texts) > 1
+    if not found or (is_chapter and [p for p, _ in found if p.startswith(quote.file)] == []):
+        raise AssertionError(
+            f"{quote.label}: these words are not in {quote.file} any more. Update the quote in "
+            f"benchmarks/quoted.toml to the new wording (keeping the figure's {{}}), or remove "
+            "it if the figure is gone."
+        )
+    if is_chapter and len(found) < 2:
+        raise AssertionError(
+            f"{quote.label}: found in {quote.file} but not in its notebook: run `make notebooks`"
+        )
+    return found
+
+
+def walk(document, path: str):
+    """A value in a JSON document by a path of keys apart by ' / '; `key=value` picks the element
+    of a list whose `key` is `value`."""
+    here = document
+    for step in path.split(" / "):
+        if isinstance(here, list):
+            key, _, wanted = step.partition("=")
+            matches = [item for item in here if str(item.get(key)) == wanted]
+            if len(matches) != 1:
+                raise KeyError(f"{len(matches)} elements with {step!r} at {path!r}")
+            here = matches[0]
+        else:
+            here = here[step]
+    return here
+
+
+def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
+    """The figure at its source: a record's value, or a notebook output's number (times scale)."""
+    if quote.source.endswith(".json"):
+        record = json.loads((RECORDS / quote.source).read_text(encoding="utf-8"))
+        return float(walk(record, value)) * scale
+    notebook = nbformat.read(ROOT / quote.source, as_version=4)
+    outputs = "\n".join(
+        output.get("text", "") or output.get("data", {}).get("text/plain", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
+    match = re.search(value, outputs)
+    if not match:
+        raise AssertionError(f"{quote.label}: no output of {quote.source} matches {value!r}")
+    return float(match.group(1).replace(",", "")) * scale
+
+
+def agrees(written: str, value: float) -> bool:
+    """Whether the figure as written is the value rounded to the digits it shows."""
+    shown = float(written.replace(",", "").replace("−", "-"))
+    decimals = len(written.partition(".")[2])
+    return abs(shown - value) <= 0.5 * 10**-decimals * (1 + 1e-9) and math.isfinite(value)
+
+
+QUOTES = load_quotes()
+
+
+@pytest.mark.parametrize("quote", QUOTES, ids=[f"{q.file}:{q.says[:40]}" for q in QUOTES])
+def test_the_prose_quotes_its_sources_right(quote):
+    for place, written in find(quote):
+        for figure, value, scale in zip(written, quote.values, quote.scales, strict=True):
+            expected = source_value(quote, value, scale)
+            assert agrees(figure, expected), (
+                f"{place} says {figure} where {quote.source} ({value}) has {expected:g}: update "
+                "the prose, or the record if the prose is right"
+            )
+
+
+def test_the_table_names_real_files_and_sources():
+    for quote in QUOTES:
+        assert (ROOT / quote.file).is_file(), quote.label
+        assert (RECORDS / quote.source).is_file() or (ROOT / quote.source).is_file(), quote.label
+
+
+# ---------------------------------------------------------------- the test can fail
+
+
+def test_a_changed_record_fails_and_names_the_prose_line(tmp_path, monkeypatch):
+    (tmp_path / "annotated").mkdir()
+    (tmp_path / "README.md").write_text("Intro.\n\nIt trained for 30.1 training\nminutes.\n")
+    (tmp_path / "record.json").write_text(json.dumps({"run": {"minutes": 30.12}}))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "RECORDS", tmp_path)
+    quote = Quote(
+        "README.md", "trained for {} training minutes", "record.json", ("run / minutes",), (1,)
+    )
+    test_the_prose_quotes_its_sources_right(quote)  # agrees at the one decimal shown
+    (tmp_path / "record.json").write_text(json.dumps({"run": {"minutes": 31.4}}))
+    with pytest.raises(AssertionError, match=r"README.md:3 says 30.1 where record.json"):
+        test_the_prose_quotes_its_sources_right(quote)
+    (tmp_path / "README.md").write_text("It trained 30.1 minutes.\n")
+    with pytest.raises(AssertionError, match="not in README.md any more"):
+        test_the_prose_quotes_its_sources_right(quote)
+
+
+def test_a_chapter_is_checked_in_its_notebook_too(tmp_path, monkeypatch):
+    (tmp_path / "annotated").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "annotated" / "ch99_x.py").write_text(
+        "# %% [markdown]\n# A run of 2.5\n# minutes.\n"
+    )
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_markdown_cell("A run of 2.7 minutes.")]
+    )
+    nbformat.write(notebook, tmp_path / "notebooks" / "ch99_x.ipynb")
+    (tmp_path / "r.json").write_text(json.dumps({"m": 2.5}))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "RECORDS", tmp_path)
+    quote = Quote("annotated/ch99_x.py", "A run of {} minutes.", "r.json", ("m",), (1,))
+    with pytest.raises(AssertionError, match=r"ch99_x.ipynb, cell 0 says 2.7"):
+        test_the_prose_quotes_its_sources_right(quote)
+
+
+@pytest.mark.parametrize(
+    ("written", "value", "ok"),
+    [
+        ("40.1", 40.13, True),
+        ("40.13", 40.13, True),
+        ("40.2", 40.13, False),
+        ("4,532", 4532.4, True),
+        ("0.75", 0.753, True),
+        ("0.76", 0.753, False),
+        ("39", 39.4, True),
+        ("30", 30.6, False),
+    ],
+)
+def test_a_figure_agrees_at_the_precision_it_is_written(written, value, ok):
+    assert agrees(written, value) is ok
