@@ -107,7 +107,7 @@ lint: $(STAMP)  ## ruff on the code, formatting included
 bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%; writes benchmarks/results/copy.json
 	$(PY) benchmarks/bench_copy.py
 
-train-multi30k: $(STAMP)  ## train chapter 7's German-English model (20 to 50 training minutes on 2 CPU cores, a budget of 60; resumes if stopped)
+train-multi30k: $(STAMP)  ## train chapter 7's German-English model (25 to 55 training minutes on 2 CPU cores, a budget of 60; resumes if stopped)
 	$(PY) -m annotated.train multi30k
 
 bench-multi30k: $(STAMP)  ## benchmark: training speed vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Chapter 6 — Decoding and scoring
 #
-# *Paper: section 6.1 (beam search, the length penalty, checkpoint averaging, BLEU).*
+# *Paper: section 6.1 (beam search, the length penalty, the output length limit, BLEU).*
 #
 # A trained model gives, for a source sentence and the words written so far, a probability for
 # every possible next word. Turning that into a translation is a search, and judging the
@@ -228,7 +228,7 @@ def greedy_decode_cached(
 # every word, each extension is scored by the sum of its words' log-probabilities, and the best
 # $k$ that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
 # candidate only if it ranks among the best $k$ extensions of its step; one ranked lower is dropped
-# like any other, since $k$ live hypotheses already score above it. A sentence is done when $k$
+# like any other, since $k$ extensions of its step already score above it. A sentence is done when $k$
 # candidates have finished (or the length limit is reached), and its translation is the best
 # finished candidate.
 #
@@ -431,7 +431,8 @@ def _traced_step(
 # ## 4. From text to text: the translator
 #
 # `decode_ids` runs either search over many sentences: it sorts them by length and decodes them
-# in batches of about `batch_tokens` source tokens (similar lengths again waste less), puts the
+# in batches of about `batch_tokens` source tokens counted once for each hypothesis of the beam
+# (the source tokens times the beam; similar lengths again waste less), puts the
 # outputs back in input order and cuts each at `</s>` (chapter 4's `until_eos`). Its settings
 # are one `DecodeConfig`: the beam (1 is greedy), $\alpha$, how much longer than its source an
 # output may grow (section 6.1 allows 50 tokens), and the batch size. A training run saves its
@@ -733,10 +734,12 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict
 #       f"tokenized BLEU {tokenized_bleu(german_output, german_reference)['tokenized BLEU']}")
 
 # %% [markdown]
-# Here the tokenized BLEU is the lower of the two: the reference's "Straßen-Café" became three
-# tokens, so the output's plain "Café" missed more n-grams than under sacreBLEU's tokenization.
-# Where an output gets its compounds right, each split-off hyphen is an easy extra match and the
-# tokenized score tends to be the higher one. Which is higher is a property of the output, not of
+# Here the tokenized BLEU is the lower of the two, though its n-gram precisions are the higher
+# ones: splitting the hyphens turns the reference's "Rotwein-Schorle" and "Straßen-Café" into
+# three tokens each, so the reference becomes two tokens longer than the output (12 against 10),
+# and BLEU's brevity penalty (chapter 6's section 5) takes more than the extra matches gave.
+# Where an output gets its compounds right, each split-off hyphen is an easy extra match and
+# the tokenized score tends to be the higher one. Which is higher is a property of the output, not of
 # the metrics.
 #
 # Finally, `evaluate_split` is what the training chapters call: translate the first `limit`

@@ -93,8 +93,10 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # resumed run follows it, and if the machine later becomes so slow that training passes 1.2 times
 # the budget, the run stops and says in capitals that its schedule did not finish.
 # `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
-# removes it. How long the 3,040 steps take, per kind of CPU, is in the README. The validation
-# BLEU is measured every half epoch, and the time spent measuring it is not counted.
+# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 30.1
+# training minutes on the book's AMD EPYC (the benchmark record), and should take about 52 on a
+# two-core CPU without bf16 (an estimate); the README gives each kind of CPU. The validation BLEU
+# is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
 # (`ANNOTATED_PROFILE=class`), runs the same model on a smaller budget: five epochs (760 steps),
@@ -107,8 +109,9 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # same but for "young song", a typo for "young son" in the data set itself: BLEU counts that
 # word against a correct translation. The course page of the site has its figures and the syllabus.
 #
-# **For a faster CPU.** Where the full profile takes well under half an hour (bf16 hardware, as
-# Intel's AMX), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
+# **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
+# twice its steps fit into the 54 minutes a budget of 60 plans; an Intel Xeon with AMX takes about
+# 26), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
 # over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
 # one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against
@@ -117,7 +120,7 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # and 40.51 / 39.63 (full): a tenth of a point either way. Two makings of one recipe already differ
 # by up to half a point, so the gain is within the noise of single runs; it would take several
 # seeds of each to measure it. The long profile took 52.2 training minutes on that Xeon, and 62
-# on the book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,400
+# on the book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,300
 # steps; on a CPU without bf16 it compresses to about the full profile's length, and the full
 # profile is the better choice.
 
@@ -287,9 +290,9 @@ def train_multi30k(
 # BLEU's brevity penalty multiplies the score by $e^{1 - 1/\text{ratio}}$, so a ratio of 0.95
 # costs about 5% of it. Beam search pulls towards short outputs (each extra word lowers a sum of
 # log-probabilities), and a larger $\alpha$ pulls back harder. `length_penalty_sweep` decodes the
-# validation set with beam search for several values of $\alpha$. The default,
-# the full profile's `decoding.alpha`, is the value that scored best there, in the committed run; the
-# test set played no part in choosing it.
+# validation set with beam search for several values of $\alpha$. The default, the full
+# profile's `decoding.alpha`, is the value that scored best there in the run that chose it (the
+# first making of the lab notebook's run 6, below); the test set played no part in choosing it.
 
 
 # %%
@@ -625,7 +628,8 @@ def traced_search(
 #   averaged instead of five 10-minute checkpoints; dropout rising from 0.1 to 0.3 instead of a
 #   fixed 0.1, and a learning rate brought down over the last ten epochs instead of equation 3 to
 #   the end; a length penalty of 2.5 instead of 0.6, chosen on the validation set (section 3). The
-#   optimizer, the warmup, label smoothing and the beam size are the paper's.
+#   optimizer (Adam with the paper's $\beta$s and $\epsilon$), equation 3's shape of warmup then
+#   decay, label smoothing and the beam size are the paper's.
 # * **From the original Annotated Transformer.** It no longer runs as published (a dead data URL,
 #   torchtext retired, a GPU needed). It built its vocabulary with the test data in sight, padded
 #   every batch to a fixed length, decoded greedily without a cache and had no beam search. It did
@@ -664,7 +668,7 @@ def traced_search(
 #
 # Higher: in this run the curve ends at 37.55 and the averaged model with copying and beam search
 # scores 40.62 on the same validation set. The table of section 3 splits it: averaging changes
-# little here (37.56 greedy, bare), copying `<unk>` adds about 1.5 (39.06), and beam search with
+# little here (37.56: greedy, averaged, no copying), copying `<unk>` adds about 1.5 (39.06), and beam search with
 # $\alpha = 2.5$ about 1.6 more.
 #
 # </details>

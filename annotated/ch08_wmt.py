@@ -153,7 +153,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | shared BPE vocabulary | ≈ 37,000 | ≈ 37,000 | 8,000 | 10,000 sentences cannot fill 37,000 useful symbols |
 # | $N$, $d_\text{model}$, $d_{ff}$, $h$ | 6, 512, 2048, 8 | 6, 1024, 4096, 16 | 3, 256, 1024, 4 | chapter 7's widths, and the three layers a side chapter 7 had when this run was set up (it has two now) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
-# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | ≈ 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
+# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
 # | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for the first 25 minutes (lab notebook), and the sample gets only 20 |
 # | checkpoints averaged | last 5 | last 20 | last 5 | |
@@ -161,7 +161,8 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # The sample shortens the warmup because it takes only a few hundred steps in all; with the
 # paper's 4,000 it would never leave the warmup. Its length is a time budget (`max_minutes=20`,
 # chapter 7 explains how a budget plans a run): the run first times a few steps on your machine,
-# then plans as many of the paper's 100,000 steps as fit into 20 minutes, and prints the plan.
+# then plans as many of the paper's 100,000 steps as fit into 90% of the 20 minutes (a margin for
+# steps slower than the probe measured), and prints the plan.
 # The schedule has no cooldown, only equation 3's slow decay, so the planned run is the paper's
 # recipe stopped at a step chosen in advance rather than when a clock ran out.
 

@@ -961,9 +961,9 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 #
 # **(E) Positions.** The paper found learned positions and sinusoids about equally good (25.7
 # against 25.8). Ours scored 23.1 beam BLEU with a learned table, 3.5 points above the base, and a
-# perplexity 17% lower, both just beyond the band; its greedy BLEU (17.8) stayed inside its own,
-# wider spread. One seed of one line, just past the band, is a hint rather than a finding, but
-# there is a plausible mechanism worth a second seed. At initialization our sinusoids (length
+# perplexity 17% lower, both well beyond the band (3.3 and 2.9 standard deviations of the base's
+# seeds); its greedy BLEU (17.8) stayed inside its own, wider spread. One seed of one line is a
+# hint rather than a finding, but there is a plausible mechanism worth a second seed. At initialization our sinusoids (length
 # 11.3) are nearly three times as long as the word vectors they are added to (about 4), while the
 # learned table starts with rows about a fifth as long (0.8; Xavier-initialized like every
 # matrix). Early in a short run the
@@ -980,8 +980,9 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 # The two differ wherever a variant changes the cost of a step, which is all of row C and, less
 # obviously, row A (more heads means more, smaller matrices, which CPUs run less efficiently).
 #
-# The minutes each line recorded cannot answer it: the lines were trained by two workers side by
-# side (one thread each, to measure more lines an hour), and whatever else ran on the machine at
+# The minutes each line recorded cannot answer it: the base's three seeds were trained with two
+# threads, the other lines by two workers side by side (one thread each, to measure more lines an
+# hour), and whatever else ran on the machine at
 # the time slowed some lines more than others. So `step_costs` measures the price separately and
 # fairly: every variant trains the same 12 batches with chapter 3's `train`, in one process with
 # the machine to itself, in three rounds that alternate between the variants so that a change in
@@ -1093,7 +1094,7 @@ def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
 # all, yet its two lines came out 5% and 9% cheaper than the base, so costs within about 10% of
 # 1 are the same cost. Second, what is outside that: two layers a side cost 0.74 of a step,
 # a feed-forward layer of 512 cost 0.81, $d_{model} = 128$ cost 0.55, while $d_{model} = 512$
-# cost 2.25, $d_{ff} = 2048$ cost 1.34, and four layers and 32 heads about 1.16 (many small
+# cost 2.25, $d_{ff} = 2048$ cost 1.34, four layers 1.18 and 32 heads 1.16 (many small
 # matrices: the CPU's cost of more heads that this section's opening foresaw).
 #
 # So, does any variant beat the base beyond the band? Five do, at 700 steps: two layers a side

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -92,9 +93,8 @@ def find(quote: Quote) -> list[tuple[str, list[str]]]:
     pattern = words_pattern(quote.says)
     found = []
     texts = prose_texts(quote.file)
-    for name, text in texts:
-        match = pattern.search(text)
-        if match:
+    for name, text in texts:  # every place the words stand, so that no quote is ambiguous
+        for match in pattern.finditer(text):
             place = f"{name}:{line_of(text, match.start())}" if name == quote.file else name
             found.append((place, list(match.groups())))
     is_chapter = len(texts) > 1
@@ -104,7 +104,7 @@ def find(quote: Quote) -> list[tuple[str, list[str]]]:
             f"benchmarks/quoted.toml to the new wording (keeping the figure's {{}}), or remove "
             "it if the figure is gone."
         )
-    if is_chapter and len(found) < 2:
+    if is_chapter and len(found) < 2 * len([p for p, _ in found if p.startswith(quote.file)]):
         raise AssertionError(
             f"{quote.label}: found in {quote.file} but not in its notebook: run `make notebooks`"
         )
@@ -113,12 +113,14 @@ def find(quote: Quote) -> list[tuple[str, list[str]]]:
 
 def walk(document, path: str):
     """A value in a JSON document by a path of keys apart by ' / '; `key=value` picks the element
-    of a list whose `key` is `value`."""
+    of a list whose `key` is `value` (`a=1&b=2`: both)."""
     here = document
     for step in path.split(" / "):
-        if isinstance(here, list):
-            key, _, wanted = step.partition("=")
-            matches = [item for item in here if str(item.get(key)) == wanted]
+        if isinstance(here, list) and step.isdigit():
+            here = here[int(step)]
+        elif isinstance(here, list):
+            wanted = [condition.partition("=")[::2] for condition in step.split("&")]
+            matches = [i for i in here if all(str(i.get(k)) == v for k, v in wanted)]
             if len(matches) != 1:
                 raise KeyError(f"{len(matches)} elements with {step!r} at {path!r}")
             here = matches[0]
@@ -129,8 +131,22 @@ def walk(document, path: str):
 
 def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
     """The figure at its source: a record's value, or a notebook output's number (times scale)."""
-    if quote.source.endswith(".json"):
-        record = json.loads((RECORDS / quote.source).read_text(encoding="utf-8"))
+    if value.startswith("= "):  # arithmetic on other values: get("path"), mean([...])
+        names = {
+            "get": lambda path: source_value(quote, path),
+            "raw": lambda path: walk(json.loads((RECORDS / quote.source).read_text()), path),
+            "mean": statistics.mean,
+            "stdev": statistics.stdev,
+            "max": max,
+            "min": min,
+            "round": round,
+        }
+        return float(eval(value[2:], {"__builtins__": {}, **names})) * scale
+    source = quote.source
+    if re.match(r"[\w-]+\.json: ", value):  # another record than the quote's `from`
+        source, value = value.split(": ", 1)
+    if source.endswith(".json"):
+        record = json.loads((RECORDS / source).read_text(encoding="utf-8"))
         return float(walk(record, value)) * scale
     notebook = nbformat.read(ROOT / quote.source, as_version=4)
     outputs = "\n".join(
