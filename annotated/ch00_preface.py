@@ -220,8 +220,8 @@ def operations_chart(frame: pd.DataFrame, d: int) -> alt.VConcatChart:
 # * the recurrent layer does $4 n d^2$ operations ($2nd^2$ for the input projection, $2nd^2$ for
 #   the recurrence), self-attention $4 n^2 d$ ($2n^2 d$ for the scores $QK^\top$, $2n^2 d$ for
 #   weighting the values); the curves cross at $n = d = 512$, and below that self-attention is
-#   the cheaper operation (both counts leave out the projections a real layer wraps around the
-#   operation; exercise 0.1 counts them);
+#   the cheaper operation (the self-attention count leaves out the four projections a real
+#   attention sub-layer wraps around the operation; exercise 0.1 counts them);
 # * self-attention runs **2** matrix products whatever the length (scores, then weighted sum),
 #   the recurrent layer $n + 1$ (one for all inputs at once, then one per position, each waiting
 #   for the last).
@@ -252,10 +252,10 @@ def operations_chart(frame: pd.DataFrame, d: int) -> alt.VConcatChart:
 # The recurrent layer, by about $d / n \approx 10$ times: its cost grows as $n \cdot d^2$,
 # self-attention's as $n^2 \cdot d$, and their ratio is $d / n$. Most sentences in translation are
 # shorter than $d$, which is why the paper's section 4 calls self-attention cheaper in the usual
-# case. That compares the operations, as Table 1 does. The Transformer's attention sub-layer
-# also has its four $d \times d$ projections ($W^Q$, $W^K$, $W^V$, $W^O$ of chapter 1), another
-# $8 n d^2$, which at this size is twice the whole recurrence: the sub-layer does about 2.1 times
-# the recurrent layer's arithmetic, and what it gains is the parallelism of the second point.
+# case. That compares the operations, as Table 1 does. The Transformer's attention sub-layer also
+# has its four $d \times d$ projections ($W^Q$, $W^K$, $W^V$, $W^O$ of chapter 1), another
+# $8 n d^2$, which is twice the whole recurrent layer's $4 n d^2$: the sub-layer does about 2.1
+# times the recurrent layer's arithmetic, and what it gains is the parallelism of the second point.
 #
 # </details>
 #

@@ -594,16 +594,17 @@ def set_dropout(model: nn.Module, p: float) -> None:
 
 # %% [markdown]
 # **Cheaper random numbers for dropout.** Profiled on a 2-core CPU under bfloat16 mixed precision
-# (section 5 below explains it; run it yourself with `torch.profiler.profile`), chapter 7's
-# training step spent about a fifth of its time drawing the random numbers of dropout masks: `nn.Dropout` draws one random number per element,
-# and a CPU's random generator is slow next to its matrix units. A mask only asks whether a random
-# number falls below $p$, and sixteen random bits answer that to within $1/65536$. `FastDropout`
-# draws 64-bit random integers, reads each as four 16-bit numbers, and keeps an element when its
-# number is at least $p \cdot 65536$: a quarter of the draws, the same distribution up to
-# rounding $p$ to a multiple of $1/65536$, and the same $1/(1-p)$ scaling of what is kept.
-# `use_fast_dropout` swaps it in for every `nn.Dropout` of a model; it has no weights, so
-# checkpoints are unchanged. It is an option of the run configuration (`fast_dropout`), off by
-# default: the CPU recipes of chapters 7 and 8 switch it on; elsewhere, measure before you do.
+# (section 5 below explains it; run it yourself with `torch.profiler.profile`), chapter 7's training
+# step spent about a fifth of its time drawing the random numbers of dropout masks: `nn.Dropout`
+# draws one random number per element, and a CPU's random generator is slow next to its matrix
+# units. A mask only asks whether a random number falls below $p$, and sixteen random bits answer
+# that to within $1/65536$. `FastDropout` draws 64-bit random integers, reads each as four 16-bit
+# numbers, and keeps an element when its number is at least $p \cdot 65536$: a quarter of the draws,
+# the same distribution up to rounding $p$ to a multiple of $1/65536$, and the same $1/(1-p)$
+# scaling of what is kept. `use_fast_dropout` swaps it in for every `nn.Dropout` of a model; it has
+# no weights, so checkpoints are unchanged. It is an option of the run configuration
+# (`fast_dropout`), off by default: the CPU recipes of chapters 7 and 8 switch it on; elsewhere,
+# measure before you do.
 
 
 # %%
@@ -1038,15 +1039,16 @@ def _train(
 # <details><summary>Answer</summary>
 #
 # The two losses cannot be compared, which is the point of the question. Each is the KL divergence
-# from its own run's targets, so each is 0 at best, but for different predictions: with
-# `eps_ls=0` only as the model grows ever surer of the right token (the loss falls towards 0 but
-# the logits must grow without end), with 0.3 for a model that puts 0.7 on the right token and
-# spreads 0.3 over the rest, which finite logits can match. A lower number in one run says
-# nothing about the other. Which copies better is a question for the exact-match accuracy: on a
-# task this easy expect both to copy (almost) everything, since smoothing changes how sure the
-# model is of the top token, not which token is on top. The loss measures how close the
-# predictions are to a target distribution, not whether the top token is right, which is why the
-# paper finds that smoothing hurts perplexity and yet helps BLEU (section 5.4).
+# from its own run's targets, so each is 0 at best, but for different predictions: with `eps_ls=0`
+# only as the model grows ever surer of the right token (the loss falls towards 0 but the logits
+# must grow without end), with 0.3 for a model that puts 0.7 on the right token and spreads 0.3 over
+# the rest, which finite logits can match but for the padding token's exact 0. Expect the `eps_ls=0`
+# run to print the lower loss, and read nothing into it: a lower number in one run says nothing
+# about the other. Which copies better is a question for the exact-match accuracy: on a task this
+# easy expect both to copy (almost) everything, since smoothing changes how sure the model is of the
+# top token, not which token is on top. The loss measures how close the predictions are to a target
+# distribution, not whether the top token is right, which is why the paper finds that smoothing
+# hurts perplexity and yet helps BLEU (section 5.4).
 #
 # </details>
 

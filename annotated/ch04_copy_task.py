@@ -208,15 +208,15 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # ## 3. Training
 #
 # A small model, by the paper's standards: $N = 2$ layers, $d_\text{model} = 64$, 4 heads,
-# $d_{ff} = 256$, about 236 thousand parameters, with the paper's dropout and label smoothing.
-# The learning rate follows equation 3 with a short warmup of 200 steps. Chapter 3's
-# `TrainConfig` also has `lr_factor`, a number that multiplies equation 3's rate; here it is 1,
-# the paper's formula unchanged. The rate then peaks at step 200 at
+# $d_{ff} = 256$, about 236 thousand parameters, with the paper's dropout and label smoothing. The
+# learning rate follows equation 3 with a short warmup of 200 steps. Chapter 3's `TrainConfig` also
+# has `lr_factor`, a number that multiplies equation 3's rate; here it is 1, the paper's formula
+# unchanged. The rate then peaks at step 200 at
 # $64^{-0.5} \cdot 200^{-0.5} \approx 8.8 \times 10^{-3}$, more than ten times the paper's base
-# model's peak ($512^{-0.5} \cdot 4000^{-0.5} \approx 7.0 \times 10^{-4}$): a narrow model gets
-# a high rate from the factor $d_\text{model}^{-0.5}$, and a short warmup a high peak. On a task
-# this easy the model learns quickly and stably with it, as the run below shows. Every 100 steps we decode the 200 held-out sequences
-# and stop once all are copied exactly.
+# model's peak ($512^{-0.5} \cdot 4000^{-0.5} \approx 7.0 \times 10^{-4}$): a narrow model gets a
+# high rate from the factor $d_\text{model}^{-0.5}$, and a short warmup a high peak. On a task this
+# easy the model learns quickly and stably with it, as the run below shows. Every 100 steps we
+# decode the 200 held-out sequences and stop once all are copied exactly.
 #
 # One deliberate choice: this model trains in float32, not under bfloat16 autocast. Autocast
 # converts the inputs of every matrix product to bfloat16 and back; for $64 \times 64$ matrices

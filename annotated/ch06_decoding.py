@@ -222,14 +222,14 @@ def greedy_decode_cached(
 # %% [markdown]
 # ## 3. Beam search and the length penalty (section 6.1)
 #
-# Greedy decoding commits to the most probable word at each step, and a word that looks best now
-# can lead into a sentence that is worse overall. **Beam search** keeps the $k$ best partial
+# Greedy decoding commits to the most probable word at each step, and a word that looks best now can
+# lead into a sentence that is worse overall. **Beam search** keeps the $k$ best partial
 # translations (the *beam*) instead of one. At each step every hypothesis in the beam is extended by
-# every word, each extension is scored by the sum of its words' log-probabilities, and the best
-# $k$ that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
+# every word, each extension is scored by the sum of its words' log-probabilities, and the best $k$
+# that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
 # candidate only if it ranks among the best $k$ extensions of its step; one ranked lower is dropped
-# like any other, since $k$ extensions of its step already score above it. A sentence is done when $k$
-# candidates have finished (or the length limit is reached), and its translation is the best
+# like any other, since $k$ extensions of its step already score above it. A sentence is done when
+# $k$ candidates have finished (or the length limit is reached), and its translation is the best
 # finished candidate.
 #
 # Sums of log-probabilities favour short outputs: every extra word makes the sum more negative.
@@ -430,13 +430,13 @@ def _traced_step(
 # %% [markdown]
 # ## 4. From text to text: the translator
 #
-# `decode_ids` runs either search over many sentences: it sorts them by length and decodes them
-# in batches of about `batch_tokens` source tokens counted once for each hypothesis of the beam
-# (the source tokens times the beam; similar lengths again waste less), puts the
-# outputs back in input order and cuts each at `</s>` (chapter 4's `until_eos`). Its settings
-# are one `DecodeConfig`: the beam (1 is greedy), $\alpha$, how much longer than its source an
-# output may grow (section 6.1 allows 50 tokens), and the batch size. A training run saves its
-# `DecodeConfig` with its checkpoints, so the model is later decoded the way it was scored.
+# `decode_ids` runs either search over many sentences: it sorts them by length and decodes them in
+# batches whose padded source tokens, times the beam, stay within `batch_tokens` (similar lengths
+# again waste less), puts the outputs back in input order and cuts each at `</s>` (chapter 4's
+# `until_eos`). Its settings are one `DecodeConfig`: the beam (1 is greedy), $\alpha$, how much
+# longer than its source an output may grow (section 6.1 allows 50 tokens), and the batch size. A
+# training run saves its `DecodeConfig` with its checkpoints, so the model is later decoded the way
+# it was scored.
 #
 # A `Translator` is a model with its two vocabularies: text in, text out. It is written against
 # chapter 5's `Vocabulary` interface only, so the same class serves words and subwords: `split`
@@ -734,13 +734,13 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict
 #       f"tokenized BLEU {tokenized_bleu(german_output, german_reference)['tokenized BLEU']}")
 
 # %% [markdown]
-# Here the tokenized BLEU is the lower of the two, though its n-gram precisions are the higher
-# ones: splitting the hyphens turns the reference's "Rotwein-Schorle" and "Straßen-Café" into
-# three tokens each, so the reference becomes two tokens longer than the output (12 against 10),
-# and BLEU's brevity penalty (chapter 6's section 5) takes more than the extra matches gave.
-# Where an output gets its compounds right, each split-off hyphen is an easy extra match and
-# the tokenized score tends to be the higher one. Which is higher is a property of the output, not of
-# the metrics.
+# Here the tokenized BLEU is the lower of the two, though its n-gram precisions combine to the
+# higher value (42.3 against 38.3 before any penalty): splitting the hyphens turns the reference's
+# "Rotwein-Schorle" and "Straßen-Café" into three tokens each, so the reference becomes two tokens
+# longer than the output (12 against 10), and BLEU's brevity penalty (above) takes more than the
+# extra matches gave. Where an output gets its compounds right, each split-off hyphen is an easy
+# extra match and the tokenized score tends to be the higher one. Which is higher is a property of
+# the output, not of the metrics.
 #
 # Finally, `evaluate_split` is what the training chapters call: translate the first `limit`
 # source sentences of a split with the decoding asked for, and score them against their references.

@@ -110,8 +110,8 @@ from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, trai
 # word against a correct translation. The course page of the site has its figures and the syllabus.
 #
 # **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
-# twice its steps fit into the 54 minutes a budget of 60 plans; an Intel Xeon with AMX takes about
-# 26), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
+# twice its steps fit into the 54 minutes a budget of 60 plans; on an Intel Xeon with AMX, an
+# estimate from its long run, about 26), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
 # over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
 # one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against

@@ -6,11 +6,12 @@
 # Sections 3 and 5 made a dozen choices and gave few reasons: eight heads of 64 dimensions, six
 # layers, a width of 512, dropout of 0.1, label smoothing of 0.1, sinusoids for positions. Section
 # 6.2 is where the paper argues for them. It trains its base model again with one setting changed,
-# many times over, and lists each variant's perplexity and BLEU on the development set (newstest2013)
-# in Table 3: perplexity, how surprised the model is by the reference translation (chapter 3
-# introduced it; section 3 below says exactly how we measure it; lower is better), and BLEU,
-# chapter 6's score of the translations themselves (higher is better). Courses quote that table and move on. We found no public re-run of it at a scale a
-# student can afford, which is no surprise: each of its lines cost twelve hours on eight GPUs.
+# many times over, and lists each variant's perplexity and BLEU on the development set
+# (newstest2013) in Table 3: perplexity, how surprised the model is by the reference translation
+# (chapter 3 introduced it; section 3 below says exactly how we measure it; lower is better), and
+# BLEU, chapter 6's score of the translations themselves (higher is better). Courses quote that
+# table and move on. We found no public re-run of it at a scale a student can afford, which is no
+# surprise: each of its lines cost twelve hours on eight GPUs.
 #
 # This chapter re-runs it at a size two CPU cores can afford: every line of Table 3, rows A to E,
 # trained on Multi30k (chapter 7's data and word vocabularies) under one fixed budget. It adds what
@@ -19,10 +20,10 @@
 # at the same BLEU, and that spread is the yardstick. A variant that moves the score by less than
 # the seeds do has shown nothing; one that moves it by more has.
 #
-# The results come from `make table3`, which trains whatever lines are missing (about three hours
-# on two cores for all twenty) and records them in `benchmarks/results/table3.json`. This notebook reads that record.
-# Under `ANNOTATED_PROFILE=smoke` (CI) it trains a tiny version of a few lines with the same code
-# instead, so its result cells change; the cells about the paper do not.
+# The results come from `make table3`, which trains whatever lines are missing (about three hours on
+# two cores for all twenty-one) and records them in `benchmarks/results/table3.json`. This notebook
+# reads that record. Under `ANNOTATED_PROFILE=smoke` (CI) it trains a tiny version of a few lines
+# with the same code instead, so its result cells change; the cells about the paper do not.
 
 # %%
 from __future__ import annotations
@@ -83,10 +84,11 @@ from annotated.runs import RUNS_DIR, RunConfig, machine, new_model, pick_profile
 #   score. The paper reads this as a hint that judging compatibility is not easy, and that a richer
 #   function than a dot product might pay.
 # * **(C) Bigger or smaller?** Fewer layers, a narrower model or a narrower feed-forward layer all
-#   score lower, two layers a side by the most (23.7). Going bigger pays in width: a model of
-#   width 1024 or a feed-forward layer of 4096 give the row's best BLEU (26.0 and 26.2). Going
-#   deeper does not: eight layers improve the perplexity (4.88) but score 25.5 BLEU, below the
-#   base's 25.8.
+#   score lower, two layers a side by the most (23.7). Going wider gives the row's best
+#   perplexities (4.66 for a width of 1024, 4.75 for a feed-forward layer of 4096) and its best
+#   BLEU (26.0 and 26.2), though the BLEU gains over the base are small (0.2 and 0.4). Going
+#   deeper does not help BLEU: eight layers improve the perplexity (4.88) but score 25.5, below
+#   the base's 25.8.
 # * **(D) Regularization.** Without dropout the model falls 1.2 BLEU behind. Label smoothing is the
 #   odd one: turning it off gives a *better* perplexity (4.67 against 4.92) and a *worse* BLEU
 #   (25.3 against 25.8), as section 5.4 warned: it teaches the model to be less sure, which costs
@@ -193,7 +195,7 @@ def paper_table() -> pd.DataFrame:
 # %% [markdown]
 # ## 2. The budget, and the base at our scale
 #
-# Twenty models have to fit in a few hours of two CPU cores, so each one gets minutes where the
+# Twenty-one models have to fit in a few hours of two CPU cores, so each one gets minutes where the
 # paper's got twelve hours. A budget can be fixed in two ways: the same number of steps for every
 # line, or the same number of minutes. We fix **steps**, as the paper did (each line of its Table 3
 # trained for the base's 100,000 steps unless it says otherwise). Every line then sees the same
@@ -215,7 +217,7 @@ def paper_table() -> pd.DataFrame:
 # | blocks | post-norm | pre-norm | see below |
 # | vocabulary | about 37,000 shared word-pieces | words: 8,012 German, 6,190 English | chapter 7's |
 # | tokens per step | about 25,000 | 1,500 | many small steps learn faster in a short budget |
-# | steps | 100,000 | 700 (2.4 epochs) | what twenty models in a few hours allow |
+# | steps | 100,000 | 700 (2.4 epochs) | what twenty-one models in a few hours allow |
 # | learning rate | equation 3, warmup 4,000 | equation 3, warmup 200 to a peak of 2.0e-3, then down in a straight line over the last 300 steps | a short run must end cooled down (chapter 3) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.1, 0.1 | the paper's |
 # | precision | not stated (GPUs) | fp32 | the same arithmetic on any CPU |
@@ -353,7 +355,7 @@ def plan_table(plan: Table3Plan) -> pd.DataFrame:
 
 
 # %% [markdown]
-# The twenty models of the full plan, with what each changes. (The smoke profile trains tiny
+# The twenty-one models of the full plan, with what each changes. (The smoke profile trains tiny
 # versions of six of these lines: the base, with two seeds, and one variant of each row.)
 
 # %% tags=["active-ipynb"]
@@ -922,8 +924,8 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 # **(C) Depth and width.** This row is where our budget and the paper's part ways. Narrowing the
 # model to $d_{model} = 128$ lost 8 points (11.4) and raised perplexity by half, as the paper's
 # narrow line lost too, only far more. Widening it to 512 gained 3.5 points (23.1) and cut
-# perplexity by 18%: the paper saw the same perplexity gain and a BLEU gain of only 0.2 (26.0
-# against 25.8). Depth, though,
+# perplexity by 18%: the paper saw a smaller perplexity gain in the same direction (5%) and a
+# BLEU gain of only 0.2 (26.0 against 25.8). Depth, though,
 # went the other way: two layers a side scored 23.5, well above the band, and four scored 12.8,
 # well below it. The paper's shallower line lost half a point and its deeper line about the same
 # as its base. A smaller feed-forward layer ($d_{ff} = 512$) scored 22.1, just above the band,
@@ -962,15 +964,15 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 # **(E) Positions.** The paper found learned positions and sinusoids about equally good (25.7
 # against 25.8). Ours scored 23.1 beam BLEU with a learned table, 3.5 points above the base, and a
 # perplexity 17% lower, both well beyond the band (3.3 and 2.9 standard deviations of the base's
-# seeds); its greedy BLEU (17.8) stayed inside its own, wider spread. One seed of one line is a
-# hint rather than a finding, but there is a plausible mechanism worth a second seed. At initialization our sinusoids (length
-# 11.3) are nearly three times as long as the word vectors they are added to (about 4), while the
-# learned table starts with rows about a fifth as long (0.8; Xavier-initialized like every
-# matrix). Early in a short run the
-# sinusoids therefore drown the words, and the learned table lets the words speak first and adds
-# position only as training finds it useful. The paper's reason to prefer sinusoids, that they
-# are defined for positions longer than any seen in training, is not tested by 700 steps on short
-# captions; chapter 2's learned table refuses such positions outright.
+# seeds); its greedy BLEU (17.8) stayed inside its own, wider spread. One seed of one line is a hint
+# rather than a finding, but there is a plausible mechanism worth a second seed. At initialization
+# our sinusoids (length 11.3) are nearly three times as long as the word vectors they are added to
+# (about 4), while the learned table starts with rows about a fifth as long (0.8; Xavier-initialized
+# like every matrix). Early in a short run the sinusoids therefore drown the words, and the learned
+# table lets the words speak first and adds position only as training finds it useful. The paper's
+# reason to prefer sinusoids, that they are defined for positions longer than any seen in training,
+# is not tested by 700 steps on short captions; chapter 2's learned table refuses such positions
+# outright.
 
 # %% [markdown]
 # ## 6. Quality against time

@@ -19,14 +19,14 @@
 #   A single run cannot separate a difference of half a point from luck. Section 6 shows how large
 #   that luck can be.
 # * **Compare steps, not minutes.** The machine was shared with other work, and its speed changed
-#   from day to day and within a run. Run 6, chapter 7's recipe until section 7, took 65.7
-#   minutes for its 3,040 steps, while the run made just before it, with a fixed dropout rate,
+#   from day to day and within a run. Run 6, chapter 7's recipe until the search of section 7, took
+#   65.7 minutes for its 3,040 steps, while the run made just before it, with a fixed dropout rate,
 #   took 57.7 minutes for the same number. Yet when the two recipes were timed side by side on the
 #   same 30 batches, a step cost 1.08 seconds with the fixed rate and 1.05 with the rising one.
-#   During the slower run the machine itself was slow, and unevenly so: its first 456 steps
-#   averaged 1.42 seconds each, its last 500 only 1.22. Minutes are quoted below only where the
-#   notes of the time give nothing else; where steps are known, use them. Training minutes never
-#   include time spent on evaluation.
+#   During the slower run the machine itself was slow, and unevenly so: its first 456 steps averaged
+#   1.42 seconds each, its last 500 only 1.22. Minutes are quoted below only where the notes of the
+#   time give nothing else; where steps are known, use them. Training minutes never include time
+#   spent on evaluation.
 # * **What the scores are.** *Validation BLEU* is measured every half epoch (76 of an epoch's 152
 #   steps) on the bare weights of that moment, decoded greedily. The two pilots scored only the
 #   first 300 validation sentences. *Test* scores are on the 2016 Flickr test set, for the final
@@ -284,12 +284,12 @@
 # | validation BLEU 30 / 35 first at step | 1,064 / 1,900 | 912 / 1,368 | 912 / 1,444 |
 #
 # **What this showed.** Both changes learn faster: run 9 was ahead of run 6 at nearly every
-# evaluation of the first half of training, run 8 at most of them, and both reached 35 some 450
-# to 530 steps (a quarter of the way) sooner. At the end both stand at or above run 6 on every line but one (run 9's validation beam score, 0.04 lower).
-# Most of the differences are a few tenths, the size by which two makings of one recipe differ
-# (section 6), and the two runs do not even agree on where they gain: run 9's clear gains are on
-# the test set (1.6 greedy, 2.0 from the last weights alone), run 8's on the validation set (0.5
-# to 1.1). One seed each cannot settle more than that.
+# evaluation of the first half of training, run 8 at most of them, and both reached 35 some 450 to
+# 530 steps (a quarter of the way) sooner. At the end both stand at or above run 6 on every line but
+# one (run 9's validation beam score, 0.04 lower). Most of the differences are a few tenths, the
+# size by which two makings of one recipe differ (section 6), and the two runs do not even agree on
+# where they gain: run 9's clear gains are on the test set (1.6 greedy, 2.0 from the last weights
+# alone), run 8's on the validation set (0.5 to 1.1). One seed each cannot settle more than that.
 #
 # **What we took.** Two layers a side became chapter 7's recipe. It is at least as good as three,
 # and it is cheaper, which decides the second job. Measured alone on the bf16 EPYC, a two-layer
@@ -321,14 +321,13 @@
 # **What this showed.** Twice the steps bought a quarter to two thirds of a point on every final
 # score, less than the first 3,040 steps suggested: run 10's validation BLEU touched 39.0 at step
 # 2,812, with its learning rate still high, and spent the cooldown between 36.7 and 38.7, mostly
-# near 38, ending at 38.35. Its earlier 35 (step 1,368 against 1,444) is the dropout: rising over
-# 40 epochs instead of 20, it was lower at that point.
-# Run 11 learned fastest of every run in this notebook (validation 35 at step
-# 1,064, 380 steps before run 9) and ended below run 9 on every final score: 0.4 with beam search
-# and 0.9 greedy on test2016, 1.1 with beam search on validation. Run 9 made a second time, as
-# chapter 7's benchmark record (the same seed and batches, two threads instead of one), differs
-# from it by up to half a point on the test set and 0.6 on validation, so this is one seed's word, not a verdict; it does not invite a second
-# look before other ideas.
+# near 38, ending at 38.35. Its earlier 35 (step 1,368 against 1,444) is the dropout: rising over 40
+# epochs instead of 20, it was lower at that point. Run 11 learned fastest of every run in this
+# notebook (validation 35 at step 1,064, 380 steps before run 9) and ended below run 9 on every
+# final score: 0.4 with beam search and 0.9 greedy on test2016, 1.1 with beam search on validation.
+# Run 9 made a second time, as chapter 7's benchmark record (the same seed and batches, two threads
+# instead of one), differs from it by up to half a point on the test set and 0.6 on validation, so
+# this is one seed's word, not a verdict; it does not invite a second look before other ideas.
 #
 # **What we took from runs 10 and 11.** Run 10 became chapter 7's `long` profile, for CPUs that
 # have the time. We estimated about 44 minutes on the Xeon; trained there later, alone, it took
@@ -414,8 +413,8 @@
 # </details>
 #
 # **A.3 Modify.** Pick one idea of section 8 and run it with the `class` profile of chapter 7 (about
-# 10 minutes a run on two cores), against the unchanged `class` profile with the same seed. Report the validation BLEU of
-# both at every epoch, and say whether the difference could be noise.
+# 10 minutes a run on two cores), against the unchanged `class` profile with the same seed. Report
+# the validation BLEU of both at every epoch, and say whether the difference could be noise.
 #
 # <details><summary>What to hand in</summary>
 #
