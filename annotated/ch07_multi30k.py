@@ -643,14 +643,17 @@ def traced_search(
 #   ceiling on what a word-level model can get right. Subword units remove `<unk>` entirely, but
 #   in our budget they cost more than they gained.
 #
-# **The run in this notebook.** The outputs above come from the run of the book's benchmark record
-# (`benchmarks/results/multi30k.json`), made alone on an idle 2-core AMD EPYC (AVX-512 with bf16
-# instructions, so training ran under bf16 autocast): the seed, batches and 3,040 steps above, in
-# 30.1 training minutes. Its minutes are a timing; the README gives the time on other kinds of
-# CPU. Another machine adds the bf16 products in another order (and fp32 is another arithmetic
-# again), so its run parts ways with this one in the last bits within the first steps and ends
-# as a second sample of the same recipe, a few tenths of a point away: the same recipe trained
-# with one thread instead of two scored 40.2 with beam search and 39.7 greedy.
+# **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
+# seed, batches and 3,040 steps above, on a 2-core AMD EPYC (AVX-512 with bf16 instructions, so
+# training ran under bf16 autocast), the same kind of machine as the book's benchmark record
+# (`benchmarks/results/multi30k.json`). Its scores are the record's to the last digit: on one kind
+# of CPU with the same thread count, the recipe is deterministic. Its minutes are not a timing,
+# since the machine did other work during part of the run; the record's are: 30.1 training minutes,
+# made alone, and the README gives the time on other kinds of CPU. Another machine adds the bf16
+# products in another order (and fp32 is another arithmetic again), so its run parts ways with this
+# one in the last bits within the first steps and ends as a second sample of the same recipe, a few
+# tenths of a point away: the same recipe trained with one thread instead of two scored 40.2 with
+# beam search and 39.7 greedy.
 #
 # How this recipe was found, run by run (pre-norm against post-norm, words against subwords,
 # fixed against rising dropout, three layers against two, 20 epochs against 40), and what to try

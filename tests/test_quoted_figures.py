@@ -242,3 +242,36 @@ def test_a_chapter_is_checked_in_its_notebook_too(tmp_path, monkeypatch):
 )
 def test_a_figure_agrees_at_the_precision_it_is_written(written, value, ok):
     assert agrees(written, value) is ok
+
+
+def notebook_scores(chapter: str) -> dict[tuple[str, str, str, str], float]:
+    """The BLEU column of a training chapter's saved scores table: (split, weights, decoding,
+    <unk> copied) -> BLEU."""
+    notebook = nbformat.read(ROOT / "notebooks" / f"{chapter}.ipynb", as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "final_scores(run)" in cell.source:
+            text = "\n".join(o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+            row = r"^\d+\s+(\S+)\s+(last|average of last \d+)\s+(greedy|beam \d+)\s+(yes|no)\s+([\d.]+)"
+            return {m[:4]: float(m[4]) for m in re.findall(row, text, re.M)}
+    raise AssertionError(f"{chapter}: no saved scores table")
+
+
+def test_chapter_7s_run_scores_what_the_record_says():
+    """Chapter 7 says its notebook's run scores the benchmark record's numbers to the last digit."""
+    record = json.loads((RECORDS / "multi30k.json").read_text())
+    scores = notebook_scores("ch07_multi30k")
+    averaged = f"average of last {record['config']['average_last']}"
+    beam = f"beam {record['config']['decoding']['beam']}"
+    pairs = {
+        "test2016_bleu_beam": ("test_2016_flickr", averaged, beam, "yes"),
+        "test2016_bleu_greedy": ("test_2016_flickr", averaged, "greedy", "yes"),
+        "test2016_bleu_greedy_last_weights_no_copy": ("test_2016_flickr", "last", "greedy", "no"),
+        "val_bleu_beam": ("val", averaged, beam, "yes"),
+        "val_bleu_greedy": ("val", averaged, "greedy", "yes"),
+        "val_bleu_greedy_last_weights_no_copy": ("val", "last", "greedy", "no"),
+    }
+    for key, row in pairs.items():
+        assert scores[row] == record[key], (
+            f"notebooks/ch07_multi30k.ipynb scores {row} {scores[row]}, multi30k.json {key} "
+            f"{record[key]}: chapter 7's section 5 says they are the same; update it"
+        )
