@@ -658,8 +658,12 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 #   exactly the one a single big batch would give. The scheduler steps together with the
 #   optimizer, once per step, never per micro-batch.
 # * **Mixed precision.** Under `torch.autocast` with bfloat16 the matrix products run in 16-bit
-#   floats, which CPUs with AMX or AVX-512-BF16 (and recent GPUs) compute several times faster;
-#   weights, optimizer state and the loss stay in float32. bfloat16 has float32's exponent range,
+#   floats, which CPUs with AMX or AVX-512-BF16 (and recent GPUs) multiply faster than float32.
+#   A whole training step gains less, since not all of it is matrix products: on the book's AMD
+#   EPYC (AVX-512 with bf16) `make bench-copy` measured a step 1.43 and 1.68 times as fast at
+#   widths 256 and 512, and only 1.06 times at width 64, where converting to and from bfloat16
+#   costs nearly what the faster products save. Weights, optimizer state and the loss stay in
+#   float32. bfloat16 has float32's exponent range,
 #   so unlike float16 it needs no loss scaling. `precision="fp32"` switches it off.
 # * **Data by step number.** The loop asks a `batches(step)` function for the micro-batches of
 #   each step. Because the data of step $s$ depends only on $s$, a run resumed from a checkpoint

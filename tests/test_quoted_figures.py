@@ -140,6 +140,7 @@ def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
             "max": max,
             "min": min,
             "round": round,
+            "abs": abs,
         }
         return float(eval(value[2:], {"__builtins__": {}, **names})) * scale
     source = quote.source
