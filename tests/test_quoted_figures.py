@@ -177,9 +177,10 @@ def test_the_prose_quotes_its_sources_right(quote):
     for place, written in find(quote):
         for figure, value, scale in zip(written, quote.values, quote.scales, strict=True):
             expected = source_value(quote, value, scale)
+            source = value if re.match(r"[\w-]+\.json: ", value) else f"{quote.source}: {value}"
             assert agrees(figure, expected), (
-                f"{place} says {figure} where {quote.source} ({value}) has {expected:g}: update "
-                "the prose, or the record if the prose is right"
+                f"{place} says {figure} where {source} has {expected:g}: update the prose, or "
+                "the record if the prose is right"
             )
 
 
@@ -203,7 +204,7 @@ def test_a_changed_record_fails_and_names_the_prose_line(tmp_path, monkeypatch):
     )
     test_the_prose_quotes_its_sources_right(quote)  # agrees at the one decimal shown
     (tmp_path / "record.json").write_text(json.dumps({"run": {"minutes": 31.4}}))
-    with pytest.raises(AssertionError, match=r"README.md:3 says 30.1 where record.json"):
+    with pytest.raises(AssertionError, match=r"README.md:3 says 30.1 where record.json: run"):
         test_the_prose_quotes_its_sources_right(quote)
     (tmp_path / "README.md").write_text("It trained 30.1 minutes.\n")
     with pytest.raises(AssertionError, match="not in README.md any more"):
