@@ -925,12 +925,12 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 # model to $d_{model} = 128$ lost 8 points (11.4) and raised perplexity by half, as the paper's
 # narrow line lost too, only far more. Widening it to 512 gained 3.5 points (23.1) and cut
 # perplexity by 18%: the paper saw a smaller perplexity gain in the same direction (5%) and a BLEU
-# gain of only 0.2 (26.0 against 25.8). Depth, though, went the other way. One layer a side scored
-# 28.5, the best line of the whole table, 8.9 points above the base with a third less perplexity
-# (7.80); two layers scored 23.5, well above the band too, and four 12.8, well below it. The paper's
-# lines fall the other way round: its shallowest (two layers, the match of our one) lost 2.1 BLEU,
-# the most of its row, its four layers (our two) lost 0.5, and its eight (our four) 0.3, with a
-# slightly better perplexity; so only our four layers agree with it, and by far more. A smaller
+# gain of only 0.2 (26.0 against 25.8). Depth, though, went against the paper. One layer a side
+# scored 28.5, the best line of the whole table, 8.9 points above the base with a third less
+# perplexity (7.80); two layers scored 23.5, well above the band too, and four 12.8, well below it.
+# The paper's lines run the opposite way: its shallowest (two layers, the match of our one) lost 2.1
+# BLEU, the most of its row, its four layers (our two) lost 0.5, and its eight (our four) 0.3, with
+# a slightly better perplexity; so only our four layers agree with it, and by far more. A smaller
 # feed-forward layer ($d_{ff} = 512$) scored 22.1, just above the band, where the paper's lost 0.4;
 # the larger one (2048) landed inside the band.
 #
