@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def task_profiles() -> dict[str, tuple[str, ...]]:
-    """Each task's profile names, as its chapter defines them (chapter 7's and chapter 8's tables)."""
+    """Each task's profile names, as chapters 7 and 8 define them."""
     from annotated.ch07_multi30k import PROFILES
     from annotated.ch08_wmt import WMT_PROFILES
 

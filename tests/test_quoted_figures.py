@@ -129,12 +129,23 @@ def walk(document, path: str):
     return here
 
 
+def read_record(path: Path):
+    """A record's JSON, parsed once per content (the table asks for the same few files often)."""
+    text = path.read_text(encoding="utf-8")
+    if text not in _RECORDS_READ:
+        _RECORDS_READ[text] = json.loads(text)
+    return _RECORDS_READ[text]
+
+
+_RECORDS_READ: dict = {}
+
+
 def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
     """The figure at its source: a record's value, or a notebook output's number (times scale)."""
     if value.startswith("= "):  # arithmetic on other values: get("path"), mean([...])
         names = {
             "get": lambda path: source_value(quote, path),
-            "raw": lambda path: walk(json.loads((RECORDS / quote.source).read_text()), path),
+            "raw": lambda path: walk(read_record(RECORDS / quote.source), path),
             "mean": statistics.mean,
             "stdev": statistics.stdev,
             "max": max,
@@ -147,7 +158,7 @@ def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
     if re.match(r"[\w-]+\.json: ", value):  # another record than the quote's `from`
         source, value = value.split(": ", 1)
     if source.endswith(".json"):
-        record = json.loads((RECORDS / source).read_text(encoding="utf-8"))
+        record = read_record(RECORDS / source)
         return float(walk(record, value)) * scale
     notebook = nbformat.read(ROOT / quote.source, as_version=4)
     outputs = "\n".join(
