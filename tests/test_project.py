@@ -145,9 +145,28 @@ def test_every_chapter_has_an_executed_up_to_date_notebook():
 
 def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
     # ch02 imports ch01: editing ch01 must make ch02 stale, and leave ch00's digest to its own imports.
-    deps = {path.stem for path in book.dependencies(book.PACKAGE / "ch02_model.py")}
-    assert {"ch02_model", "ch01_attention", "figures"} <= deps
-    assert "ch00_preface" not in deps
+    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
+    assert {"annotated.ch02_model", "annotated.ch01_attention", "annotated.figures"} <= deps
+    assert "annotated.ch00_preface" not in deps
+
+
+def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
+    # Importing a chapter's chart module runs the figures package too: both are dependencies.
+    source = tmp_path / "reader.py"
+    source.write_text(
+        "from annotated.figures.ch01_attention import walk_chart\n"
+        "from annotated.exercises import check\n"
+        "from annotated import ch02_model\n"
+    )
+    found = {book.module_name(path) for path in book._imported_modules(source)}
+    assert found == {
+        "annotated.figures",
+        "annotated.figures.ch01_attention",
+        "annotated.exercises",
+        "annotated.ch02_model",
+    } or not (book.PACKAGE / "figures" / "ch01_attention.py").exists()
+    assert book.module_path("annotated.figures") == book.PACKAGE / "figures" / "__init__.py"
+    assert book.module_path("annotated.nothing_here") is None
 
 
 def test_imports_in_notebook_only_cells_are_dependencies_too():

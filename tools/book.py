@@ -48,8 +48,31 @@ def notebook_for(source: Path) -> Path:
     return NOTEBOOKS / (source.stem + ".ipynb")
 
 
-def _imported_modules(source: Path) -> set[str]:
-    """Names of the `annotated` modules that a source file imports (a chapter's notebook-only cells too)."""
+def module_path(name: str) -> Path | None:
+    """The file of an `annotated` module, given its dotted name (a package's `__init__.py`)."""
+    parts = name.split(".")
+    if parts[0] != "annotated":
+        return None
+    base = PACKAGE.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if len(parts) > 1 and path.exists():
+            return path
+    return None
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a file in the package: `annotated.figures.ch01_attention`."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def _imported_modules(source: Path) -> set[Path]:
+    """The `annotated` modules that a source file imports (a chapter's notebook-only cells too).
+
+    Importing `annotated.figures.ch01_attention` runs the package `annotated.figures` first, so
+    both count.
+    """
     names: set[str] = set()
     is_chapter = source.parent == PACKAGE and source.name.startswith("ch")
     code = (
@@ -59,18 +82,15 @@ def _imported_modules(source: Path) -> set[str]:
     )
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            parts = node.module.split(".")
-            if parts[0] == "annotated":
-                if len(parts) > 1:
-                    names.add(parts[1])
-                else:  # from annotated import ch01_attention
-                    names.update(alias.name for alias in node.names)
+            names.add(node.module)
+            # `from annotated.figures import ch01_attention` may name a submodule.
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "annotated" and len(parts) > 1:
-                    names.add(parts[1])
-    return {name for name in names if (PACKAGE / f"{name}.py").exists()}
+            names.update(alias.name for alias in node.names)
+    for name in list(names):
+        parts = name.split(".")
+        names.update(".".join(parts[:end]) for end in range(2, len(parts)))
+    return {path for name in names if (path := module_path(name)) is not None}
 
 
 def dependencies(source: Path) -> list[Path]:
@@ -79,10 +99,11 @@ def dependencies(source: Path) -> list[Path]:
     todo = [source]
     while todo:
         path = todo.pop()
-        if path.stem in seen:
+        name = module_name(path)
+        if name in seen:
             continue
-        seen[path.stem] = path
-        todo.extend(PACKAGE / f"{name}.py" for name in _imported_modules(path))
+        seen[name] = path
+        todo.extend(_imported_modules(path))
     return [seen[name] for name in sorted(seen)]
 
 
@@ -118,7 +139,7 @@ def source_digest(source: Path) -> str:
     digest.update(notebook_code(source).encode() + b"\0")
     for path in dependencies(source):
         if path != source:
-            digest.update(path.name.encode() + b"\0" + code_of(path).encode() + b"\0")
+            digest.update(module_name(path).encode() + b"\0" + code_of(path).encode() + b"\0")
     return digest.hexdigest()
 
 
