@@ -23,14 +23,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import random
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor, nn
@@ -39,16 +37,15 @@ from tqdm import tqdm
 from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import (
     EncoderDecoder,
-    ModelConfig,
     PositionalEncoding,
     SublayerConnection,
 )
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
-from annotated.files import atomic_write, folder_lock
+from annotated.checkpoints import resume, save_training
+from annotated.distributed import rank_and_world, sum_over_processes
+from annotated.files import folder_lock
 
 # %% tags=["active-ipynb"]
-# from annotated.ch02_model import make_model
+# from annotated.ch02_model import ModelConfig, make_model
 # from annotated.figures import use_book_charts
 # from annotated.threads import use_fair_threads
 #
@@ -289,39 +286,14 @@ def make_optimizer(
     return optimizer, scheduler
 
 
-def schedule_chart(pairs: Sequence[tuple[int, int]], steps: int = 20_000) -> alt.Chart:
-    """Equation 3 over training, for several (d_model, warmup) pairs."""
-    frame = pd.DataFrame(
-        [
-            {
-                "step": step,
-                "lrate": rate(step, d_model, warmup),
-                "setting": f"d_model={d_model}, warmup={warmup}",
-            }
-            for d_model, warmup in pairs
-            for step in range(1, steps + 1, 100)
-        ]
-    )
-    return (
-        alt.Chart(rounded(frame))
-        .mark_line()
-        .encode(
-            x=alt.X(
-                "step:Q",
-                title="optimizer step",
-                axis=alt.Axis(values=list(range(0, steps + 1, 4000))),
-            ),
-            y=alt.Y("lrate:Q", title="learning rate", axis=alt.Axis(format=".1e")),
-            color=alt.Color("setting:N", title="setting"),
-            tooltip=["setting", "step", alt.Tooltip("lrate:Q", format=".2e")],
-        )
-        .properties(
-            width=460, height=240, title="Equation 3: linear warmup, then decay as 1/sqrt(step)"
-        )
-    )
-
-
 # %% tags=["active-ipynb"]
+# from annotated.figures.ch03_training import (  # the drawing code of this chapter's charts
+#     confidence_chart,
+#     confidence_curve,
+#     schedule_chart,
+#     smoothing_chart,
+# )
+#
 # schedule_chart([(512, 4000), (512, 8000), (256, 4000), (1024, 4000)])
 
 # %% [markdown]
@@ -429,31 +401,6 @@ def _xlogx(x: float) -> float:
 # The smoothed targets for four positions of a 10-token vocabulary with pad = 0 (the last
 # position is padding, so it has no target at all):
 
-
-# %%
-def smoothing_chart(target: Tensor, vocab: int, pad: int, eps_ls: float) -> alt.Chart:
-    """Heatmap of the smoothed target distribution: one row per position, one column per token."""
-    q = smoothed_targets(target, vocab, pad, eps_ls)
-    frame = pd.DataFrame(
-        [
-            {"position": f"{i}: target {int(t)}", "token": c, "probability": q[i, c].item()}
-            for i, t in enumerate(target)
-            for c in range(vocab)
-        ]
-    )
-    return (
-        alt.Chart(rounded(frame))
-        .mark_rect(stroke="white")
-        .encode(
-            x=alt.X("token:O", title="token id (0 = pad)"),
-            y=alt.Y("position:N", title="position and its target"),
-            color=alt.Color("probability:Q", scale=alt.Scale(scheme="blues"), title="q"),
-            tooltip=["position", "token", "probability"],
-        )
-        .properties(width=360, height=150, title=f"Smoothed targets, eps_ls = {eps_ls}")
-    )
-
-
 # %% tags=["active-ipynb"]
 # smoothing_chart(torch.tensor([2, 5, 9, 0]), vocab=10, pad=0, eps_ls=0.1)
 
@@ -464,42 +411,6 @@ def smoothing_chart(target: Tensor, vocab: int, pad: int, eps_ls: float) -> alt.
 # right token and spreads the rest evenly. Plain cross-entropy ($\epsilon_{ls} = 0$) keeps
 # falling as $p \to 1$: more confidence is always rewarded. The smoothed loss has its minimum at
 # $p = 1 - \epsilon_{ls} = 0.9$ and rises again beyond it: over-confidence is penalized.
-
-
-# %%
-def confidence_curve(
-    eps_values: Sequence[float] = (0.0, 0.1, 0.2), vocab: int = 10, pad: int = 0
-) -> pd.DataFrame:
-    """Loss against the probability the model gives the right token (the rest spread evenly)."""
-    rows = []
-    for eps_ls in eps_values:
-        for p in [i / 200 for i in range(4, 200)] + [0.999, 0.9999]:
-            # float64: near its minimum the loss is a difference of nearly equal sums, and in
-            # float32 its last digits would depend on the machine's kernels.
-            probs = torch.full((1, vocab), (1 - p) / (vocab - 2), dtype=torch.float64)
-            probs[0, pad], probs[0, 1] = 0.0, p
-            logits = probs.log()  # -inf at pad: probability exactly 0 there
-            loss = label_smoothing_loss(logits, torch.tensor([1]), pad, eps_ls).item()
-            loss = max(loss, 0.0)  # a KL divergence is never negative; -1e-16 would be rounding
-            rows.append({"p(right token)": p, "loss": loss, "eps_ls": f"eps_ls = {eps_ls}"})
-    return pd.DataFrame(rows)
-
-
-def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
-    return (
-        alt.Chart(rounded(frame))
-        .mark_line()
-        .encode(
-            x=alt.X("p(right token):Q", title="probability the model gives the right token"),
-            y=alt.Y(
-                "loss:Q", title="loss (KL divergence)", scale=alt.Scale(domain=[0, 2.5], clamp=True)
-            ),
-            color=alt.Color("eps_ls:N", title="smoothing"),
-            tooltip=["eps_ls", "p(right token)", "loss"],
-        )
-        .properties(width=420, height=220, title="Label smoothing penalizes over-confidence")
-    )
-
 
 # %% tags=["active-ipynb"]
 # curve = confidence_curve()
@@ -733,123 +644,74 @@ def evaluate(
 
 
 # %% [markdown]
-# Checkpoints are plain `torch.save` files. Each carries both configurations; loading one into a
-# model or a run with a different configuration is refused with a message naming the fields
-# that differ, instead of failing later with a shape error or, worse, training on silently.
-# They are read with `weights_only=True`: tensors, numbers and strings only, so a file that is
-# not a checkpoint (or one crafted to run code when unpickled) is refused with a message, never
-# executed.
-
-# %%
-CHECKPOINT_VERSION = 1
-
-
-def _rng_states() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate()}
-
-
-def _restore_rng_states(states: dict) -> None:
-    torch.set_rng_state(states["torch"])
-    random.setstate(states["python"])
-
-
-def save_checkpoint(path: str | Path, **contents) -> None:
-    """torch.save to a temporary file beside `path`, flushed to disk, then renamed over it."""
-    with atomic_write(path) as handle:
-        torch.save({"version": CHECKPOINT_VERSION, **contents}, handle)
-
-
-def _config_differences(saved: dict, current: dict) -> list[str]:
-    return [
-        f"{key}: checkpoint {saved.get(key)!r}, now {current.get(key)!r}"
-        for key in sorted(set(saved) | set(current))
-        if saved.get(key) != current.get(key)
-    ]
-
-
-def read_checkpoint(path: str | Path) -> dict:
-    """A checkpoint file's contents (a model's weights and its ModelConfig at least), or a clear error."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a checkpoint file: name the .pt file in it")
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}: train first, or give the right path")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a pickle, zip or EOF error, or a type weights_only refuses
-        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
-        raise ValueError(
-            f"{path} is not a checkpoint this book can read ({type(error).__name__}: {reason}). "
-            "Check the path. A file cut short (an interrupted copy or download) reads like this "
-            "too; the book's own checkpoints are written atomically and are never left half-written."
-        ) from None
-    if not isinstance(state, dict) or not {"model", "model_config"} <= set(state):
-        raise ValueError(
-            f"{path} is a PyTorch file but not a checkpoint of this book "
-            "(it holds no 'model' weights with their 'model_config')"
-        )
-    return state
-
-
-def load_checkpoint(
-    path: str | Path, model_config: ModelConfig, train_config: TrainConfig | None = None
-) -> dict:
-    """Read a checkpoint, refusing one written for another model or training configuration."""
-    state = read_checkpoint(path)
-    if state.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(
-            f"{path} is not a training checkpoint of this book (version {state.get('version')!r})"
-        )
-    # Checkpoints written before `learned_positions` existed used the sinusoids.
-    saved_model = {"learned_positions": False, **state["model_config"]}
-    differences = _config_differences(saved_model, dataclasses.asdict(model_config))
-    if train_config is not None:
-        # How long to train and how often to save do not change the steps already taken, so a
-        # finished run can be extended (unless a cooldown or a dropout schedule ties it to its end);
-        # everything else must match. Runs saved before `cooldown` existed had none.
-        tied = train_config.cooldown or train_config.p_drop_final is not None
-        free = {"checkpoint_every"} | (set() if tied else {"max_steps"})
-        saved = {"cooldown": 0, **state["train_config"]}
-        saved = {k: v for k, v in saved.items() if k not in free}
-        current = {k: v for k, v in dataclasses.asdict(train_config).items() if k not in free}
-        differences += _config_differences(saved, current)
-    if differences:
-        raise ValueError(
-            f"{path} was written by a run with another configuration ("
-            + "; ".join(differences)
-            + "). Use the same configuration, another checkpoint path, or delete the file to start over."
-        )
-    return state
-
-
-# %% [markdown]
-# And the loop itself.
+# And the loop itself, in two parts. `train_step` is one optimizer step, the heart of this
+# chapter: the step's micro-batches go through the model, each one's summed loss is divided by
+# the tokens of the *whole* step (so the gradient is a per-token mean however the step is cut
+# up), the gradients accumulate, and the optimizer and the learning-rate schedule take one step.
+# A loss that is not a finite number stops training at once with a message saying what to try.
 #
 # It also runs unchanged as one of several **data-parallel processes** (chapter 8): when
 # `torch.distributed` is running and the model is wrapped in `DistributedDataParallel`, each process
-# trains on its own micro-batches, and three small sums over the processes keep them in step: the
+# trains on its own micro-batches, and two small sums over the processes keep them in step: the
 # step's tokens (so that every gradient is divided by the tokens of the whole step, not of one
-# process's share), its loss (for the history), and whether any process asked to stop. Only the
-# first process writes checkpoints.
+# process's share) and its loss (for the history). Those sums are `sum_over_processes` in
+# `annotated/distributed.py`; with one process they return their input.
 
 
 # %%
-def rank_and_world() -> tuple[int, int]:
-    """This process's rank and the number of processes: (0, 1) unless torch.distributed runs."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
+def train_step(
+    model: nn.Module,
+    micro_batches: Sequence[Batch],
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    config: TrainConfig,
+    step: int,
+) -> dict:
+    """Optimizer step number `step` (from 1) over `micro_batches`: the step's history row."""
+    device = next(model.parameters()).device
+    world = rank_and_world()[1]
+    tokens = round(sum_over_processes([sum(b.n_tokens for b in micro_batches)], device)[0])
+    lr = optimizer.param_groups[0]["lr"]  # the rate this step uses
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for index, batch in enumerate(micro_batches):
+        with autocast(config.precision, device):
+            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        loss = label_smoothing_loss(logits, batch.tgt_out, batch.pad, config.eps_ls)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"the loss is {loss.item()} at optimizer step {step}, micro-batch {index} "
+                f"(learning rate {lr:.3g}): training stopped. Lower lr_factor, raise warmup, or "
+                "try precision='fp32'; the last checkpoint is intact."
+            )
+        # Per-token mean over the whole step. With several processes DistributedDataParallel
+        # averages their gradients, so each one scales its share up by their number.
+        (loss / (tokens / world)).backward()
+        total += loss.item()
+    total = sum_over_processes([total], device)[0]
+    optimizer.step()
+    scheduler.step()
+    return {"step": step, "loss": total / tokens, "lr": lr, "tokens": tokens}
 
 
-def sum_over_processes(values: Sequence[float], device: torch.device) -> list[float]:
-    """Each value summed over all processes (the values themselves when there is one)."""
-    if rank_and_world()[1] == 1:
-        return list(values)
-    summed = torch.tensor(values, dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(summed)
-    return summed.tolist()
+# %% [markdown]
+# `train` runs `train_step` `max_steps` times and does the bookkeeping around it. It starts from
+# the checkpoint if there is one (weights, optimizer, schedule, the random generators' states and
+# the history, so a resumed run continues as if never stopped), or seeds the generators. It
+# saves a checkpoint every `checkpoint_every` steps and at the end, moves dropout when
+# `p_drop_final` asks (section 4), and stops early when `on_step` returns True. With several
+# processes, only the first writes checkpoints, and a stop is agreed by all (a third sum over the
+# processes), or the others would wait for the missing one forever.
+#
+# Checkpoints are plain `torch.save` files, written atomically by `annotated/checkpoints.py`. Each
+# carries both configurations; loading one into a model or a run with a different configuration
+# is refused with a message naming the fields that differ, instead of failing later with a shape
+# error or, worse, training on silently. They are read with `weights_only=True`: tensors,
+# numbers and strings only, so a file that is not a checkpoint (or one crafted to run code when
+# unpickled) is refused with a message, never executed.
 
 
+# %%
 def train(
     model: EncoderDecoder,
     batches: BatchSource,
@@ -867,117 +729,53 @@ def train(
     micro-batches of one process. While it trains, the checkpoint's folder is locked
     (`files.folder_lock`): a second training into the same folder stops at once and says why.
     """
-    writes = checkpoint is not None and rank_and_world()[0] == 0
-    with folder_lock(Path(checkpoint).parent) if writes else contextlib.nullcontext():
-        return _train(model, batches, config, checkpoint, progress, on_step, extra)
-
-
-def _train(
-    model: EncoderDecoder,
-    batches: BatchSource,
-    config: TrainConfig,
-    checkpoint: str | Path | None,
-    progress: bool,
-    on_step: Callable[[dict], bool | None] | None,
-    extra: dict | None,
-) -> pd.DataFrame:
     device = next(model.parameters()).device
     core = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
     rank, world = rank_and_world()
-    optimizer, scheduler = make_optimizer(core, config)
-    history: list[dict] = []
-    start = 0
-    if checkpoint is not None and Path(checkpoint).exists():
-        state = load_checkpoint(checkpoint, core.config, config)
-        core.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        _restore_rng_states(state["rng"])
-        start, history = state["step"], state["history"]
-    else:
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
+    writes = checkpoint is not None and rank == 0
+    with folder_lock(Path(checkpoint).parent) if writes else contextlib.nullcontext():
+        optimizer, scheduler = make_optimizer(core, config)
+        start, history = resume(checkpoint, core, optimizer, scheduler, config)
+        model.train()
+        bar = _progress_bar(start, config.max_steps, progress)
+        for step in bar:
+            started = time.perf_counter()
+            if config.p_drop_final is not None:
+                set_dropout(core, dropout_rate(step + 1, core.config.p_drop, config))
+            micro_batches = [batch.to(device) for batch in batches(step)]
+            if len(micro_batches) != config.accumulate:
+                raise ValueError(
+                    f"step {step + 1}: got {len(micro_batches)} micro-batches, "
+                    f"TrainConfig.accumulate is {config.accumulate}"
+                )
+            row = train_step(model, micro_batches, optimizer, scheduler, config, step + 1)
+            history.append({**row, "seconds": time.perf_counter() - started})
+            bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}", refresh=False)
+            stop = bool(on_step(history[-1])) if on_step is not None else False
+            if world > 1:  # all stop together, or the others would wait for the missing one
+                stop = sum_over_processes([float(stop)], device)[0] > 0
+            done = step + 1
+            every = config.checkpoint_every
+            if writes and (stop or done == config.max_steps or (every and done % every == 0)):
+                state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+                save_training(checkpoint, core, config, done, history, {**state, **(extra or {})})
+            if stop:
+                break
+        bar.close()
+    return pd.DataFrame(history, columns=["step", "loss", "lr", "tokens", "seconds"])
 
-    def save(step: int) -> None:
-        if rank != 0:
-            return
-        save_checkpoint(
-            checkpoint,
-            model=core.state_dict(),
-            optimizer=optimizer.state_dict(),
-            scheduler=scheduler.state_dict(),
-            rng=_rng_states(),
-            step=step,
-            history=history,
-            model_config=dataclasses.asdict(core.config),
-            train_config=dataclasses.asdict(config),
-            **(extra or {}),
-        )
 
-    model.train()
-    bar = tqdm(
-        range(start, config.max_steps),
+def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
+    """A calm progress bar on stderr (notebooks keep every update in their output)."""
+    return tqdm(
+        range(start, steps),
         initial=start,
-        total=config.max_steps,
-        disable=not progress,
+        total=steps,
+        disable=not show,
         file=sys.stderr,
         unit="step",
-        mininterval=5.0,  # a calm bar: notebooks keep every update in their output
+        mininterval=5.0,
     )
-    for step in bar:
-        started = time.perf_counter()
-        if config.p_drop_final is not None:
-            set_dropout(core, dropout_rate(step + 1, core.config.p_drop, config))
-        micro_batches = [batch.to(device) for batch in batches(step)]
-        if len(micro_batches) != config.accumulate:
-            raise ValueError(
-                f"step {step + 1}: got {len(micro_batches)} micro-batches, TrainConfig.accumulate is {config.accumulate}"
-            )
-        local_tokens = sum(batch.n_tokens for batch in micro_batches)
-        tokens = round(sum_over_processes([local_tokens], device)[0])
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for index, batch in enumerate(micro_batches):
-            with autocast(config.precision, device):
-                logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-            loss = label_smoothing_loss(logits, batch.tgt_out, batch.pad, config.eps_ls)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"the loss is {loss.item()} at optimizer step {step + 1}, micro-batch {index} "
-                    f"(learning rate {lr:.3g}): training stopped. Lower lr_factor, raise warmup, or "
-                    "try precision='fp32'; the last checkpoint is intact."
-                )
-            # Per-token mean over the whole step. With several processes DistributedDataParallel
-            # averages their gradients, so each one scales its share up by their number.
-            (loss / (tokens / world)).backward()
-            total += loss.item()
-        total = sum_over_processes([total], device)[0]
-        optimizer.step()
-        scheduler.step()
-        row = {
-            "step": step + 1,
-            "loss": total / tokens,
-            "lr": lr,
-            "tokens": tokens,
-            "seconds": time.perf_counter() - started,
-        }
-        history.append(row)
-        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{lr:.2e}", refresh=False)
-        stop = bool(on_step(row)) if on_step is not None else False
-        if world > 1:  # all stop together, or the others would wait for the missing one forever
-            stop = sum_over_processes([float(stop)], device)[0] > 0
-        done = step + 1
-        if checkpoint is not None and (
-            stop
-            or done == config.max_steps
-            or (config.checkpoint_every and done % config.checkpoint_every == 0)
-        ):
-            save(done)
-        if stop:
-            break
-    bar.close()
-    return pd.DataFrame(history, columns=["step", "loss", "lr", "tokens", "seconds"])
 
 
 # %% [markdown]
@@ -1055,97 +853,12 @@ def _train(
 # hurts perplexity and yet helps BLEU (section 5.4).
 #
 # </details>
-
-
-# %%
-exercise_3_2 = Exercise(
-    "exercise 3.2 (equation 3)",
-    "my_rate(step, d_model, warmup) -> d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
-    lambda step, d_model, warmup: rate(step, d_model, warmup),
-    lambda: [
-        ((step, d_model, warmup), {})
-        for step, d_model, warmup in (
-            (1, 512, 4000),
-            (4000, 512, 4000),
-            (100_000, 512, 4000),
-            (10, 64, 50),
-            (3000, 256, 500),
-        )
-    ],
-    (
-        Mistake(
-            "the factor d_model^-0.5 is missing.",
-            lambda step, d, w: min(step**-0.5, step * w**-1.5),
-        ),
-        Mistake(
-            "the warmup term is step * warmup^-0.5; its exponent is -1.5, so the two terms meet "
-            "at step = warmup.",
-            lambda step, d, w: d**-0.5 * min(step**-0.5, step * w**-0.5),
-        ),
-        Mistake(
-            "max instead of min: the rate is the smaller of the two terms.",
-            lambda step, d, w: d**-0.5 * max(step**-0.5, step * w**-1.5),
-        ),
-        Mistake(
-            "the steps are counted from 0: equation 3 counts them from 1.",
-            lambda step, d, w: d**-0.5 * min((step + 1) ** -0.5, (step + 1) * w**-1.5),
-        ),
-    ),
-    atol=1e-12,
-)
-
-
-def _cases_smoothing() -> list:
-    generator = torch.Generator().manual_seed(32)
-    random_ids = torch.randint(0, 9, (12,), generator=generator)
-    return [
-        ((torch.tensor([3, 0, 5]), 7, 0, 0.1), {}),
-        ((random_ids, 9, 1, 0.2), {}),
-        ((torch.tensor([2, 2]), 4, 3, 0.0), {}),
-    ]
-
-
-def _smoothing_with(
-    target, vocab, pad, eps_ls, share=None, zero_pad_column=True, zero_pad_rows=True
-):
-    q = torch.full((target.size(0), vocab), eps_ls / (share or vocab - 2))
-    q.scatter_(1, target.unsqueeze(1), 1.0 - eps_ls)
-    if zero_pad_column:
-        q[:, pad] = 0.0
-    if zero_pad_rows:
-        q[target == pad] = 0.0
-    return q
-
-
-exercise_3_3 = Exercise(
-    "exercise 3.3 (smoothed targets)",
-    "my_smoothed_targets(target, vocab, pad, eps_ls) -> (n, vocab)",
-    smoothed_targets,
-    _cases_smoothing,
-    (
-        Mistake(
-            "eps is spread over all vocab tokens; it goes to the vocab - 2 that are neither the "
-            "target nor the padding, so that each row sums to 1.",
-            lambda t, v, p, e: _smoothing_with(t, v, p, e, share=v),
-        ),
-        Mistake(
-            "eps is spread over vocab - 1 tokens; the padding token gets none of it, so share it "
-            "among vocab - 2.",
-            lambda t, v, p, e: _smoothing_with(t, v, p, e, share=v - 1),
-        ),
-        Mistake(
-            "the padding column keeps its share: the model must never be taught to predict <pad>.",
-            lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_column=False),
-        ),
-        Mistake(
-            "rows whose target is the padding are kept; they must be all zeros (nothing to predict).",
-            lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_rows=False),
-        ),
-    ),
-)
+#
+# The checks' cases and the mistakes they recognise are in `annotated/exercises/ch03_training.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch03_training import exercise_3_2, exercise_3_3  # cases and mistakes
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_rate(step, d_model, warmup):

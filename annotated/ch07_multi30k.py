@@ -45,7 +45,14 @@ from annotated.ch06_decoding import (
 )
 from annotated.exercises import Exercise, Mistake
 from annotated.figures import rounded
-from annotated.runs import Run, RunConfig, average_snapshots, pick_profile, train_run
+from annotated.runs import (
+    Run,
+    RunConfig,
+    average_snapshots,
+    pick_profile,
+    smoke_version,
+    train_run,
+)
 
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import count_parameters
@@ -164,23 +171,16 @@ PROFILES = {
         average_last=2,  # the last half epoch: earlier snapshots are much weaker models
     ),
     # A minute in CI: a tiny model on 2,000 pairs, through the full profile's code path.
-    "smoke": dataclasses.replace(
+    "smoke": smoke_version(
         FULL,
         train_pairs=2000,
         max_tokens=600,
-        N=1,
-        d_model=32,
-        d_ff=64,
-        h=2,
         warmup=20,
-        lr_factor=2.0,
         epochs=1,
         cooldown_epochs=0.5,
         max_minutes=2.0,
-        evals_per_epoch=1,
         val_sentences=40,
         test_sentences=40,
-        decoding=DecodeConfig(beam=2, alpha=2.5),
     ),
 }
 

@@ -49,7 +49,6 @@ import pandas as pd
 import torch
 from sacremoses import MosesDetokenizer
 
-from annotated.ch03_training import rank_and_world, read_checkpoint
 from annotated.ch05_text import (
     BatchPlan,
     Corpus,
@@ -57,10 +56,19 @@ from annotated.ch05_text import (
     save_vocabularies,
     subword_corpus,
 )
-from annotated.ch06_decoding import DecodeConfig, tokenized_bleu
+from annotated.ch06_decoding import tokenized_bleu
+from annotated.checkpoints import read_checkpoint
 from annotated.datasets import read_wmt14
+from annotated.distributed import rank_and_world
 from annotated.exercises import Exercise, Mistake
-from annotated.runs import Run, RunConfig, final_scores, pick_profile, train_run
+from annotated.runs import (
+    Run,
+    RunConfig,
+    final_scores,
+    pick_profile,
+    smoke_version,
+    train_run,
+)
 
 # %% tags=["active-ipynb"]
 # import tempfile
@@ -206,23 +214,17 @@ WMT_PROFILES = {
     "big": WMTConfig(d_model=1024, d_ff=4096, h=16, p_drop=0.3, steps=300_000, average_last=20),
     "sample": SAMPLE,
     # A few steps in CI: the sample's recipe on a tiny model and 400 pairs, through the same code.
-    "smoke": dataclasses.replace(
+    "smoke": smoke_version(
         SAMPLE,
         train_pairs=400,
         tokens_per_step=600,
         max_tokens=300,
-        N=1,
-        d_model=32,
-        d_ff=64,
-        h=2,
         warmup=10,
-        lr_factor=2.0,
         steps=6,
         max_minutes=None,
         average_last=2,
         val_sentences=20,
         test_sentences=20,
-        decoding=DecodeConfig(beam=2, alpha=0.6),
     ),
 }
 # A class sets ANNOTATED_PROFILE=class once for every chapter. Here that is the smoke run: the

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import platform
 import time
@@ -30,20 +29,27 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from annotated.budgets import (
+    PROBE_STEPS,
+    PROBE_WARMUP,
+    TimeBudget,
+    fit_schedule,
+    read_budget,
+    report_stop,
+    write_budget,
+)
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
 from annotated.ch03_training import (
     SpecialTokens,
     TrainConfig,
-    load_checkpoint,
-    rank_and_world,
-    read_checkpoint,
-    sum_over_processes,
     train,
     use_bf16,
     use_fast_dropout,
 )
 from annotated.ch05_text import BatchPlan, Corpus
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
+from annotated.checkpoints import load_checkpoint, read_checkpoint
+from annotated.distributed import rank_and_world, sum_over_processes
 from annotated.figures import rounded
 from annotated.files import atomic_write, folder_lock, runs_dir
 
@@ -74,7 +80,7 @@ class RunConfig:
     min_freq: int = 2  # word vocabularies only: rarer training words become <unk>
     max_tokens: int = 3125  # padded target tokens per micro-batch (sources held to the same)
     accumulate: int = 1  # micro-batches per optimizer step and process (chapter 3)
-    # Model (chapter 2's ModelConfig fields)
+    # Model: chapter 2's ModelConfig settings of the same names, which `model_config` passes on
     N: int = 6
     d_model: int = 512
     d_ff: int = 2048
@@ -86,14 +92,14 @@ class RunConfig:
     p_drop_final: float | None = None  # dropout rising linearly to this by the last step (ch. 3)
     norm_first: bool = False  # the paper's post-norm
     fast_dropout: bool = False  # chapter 3's FastDropout: a quarter of the random draws (CPUs)
-    # Schedule (chapter 3's TrainConfig fields)
+    # Schedule: chapter 3's TrainConfig settings of the same names (`train_config`), the run's length
     warmup: int = 4000
     lr_factor: float = 1.0
     eps_ls: float = 0.1
     steps: int | None = 100_000  # optimizer steps; None: `epochs` passes over the data instead
     epochs: int | None = None
     cooldown_epochs: float = 0.0  # the rate falls linearly to 1/c of its value over these epochs
-    max_minutes: float | None = None  # a time budget: the schedule is planned to fit (BudgetPlan)
+    max_minutes: float | None = None  # a time budget: the schedule is planned to fit (TimeBudget)
     precision: str = "auto"  # bf16 autocast where the hardware has it (chapter 3)
     # Evaluation, averaging and decoding (chapter 6)
     evals_per_epoch: int = 2  # validation BLEU this often; also a checkpoint and a snapshot
@@ -111,6 +117,16 @@ class RunConfig:
                 f"max_minutes must be positive, or None for no budget: {self.max_minutes}"
             )
 
+    def shared_settings(self, config_class: type) -> dict:
+        """This run's values of the settings it shares, by name, with chapter 2's `ModelConfig`
+        or chapter 3's `TrainConfig` (a test holds their defaults equal: the paper's)."""
+        names = {field.name for field in dataclasses.fields(config_class)}
+        return {
+            field.name: getattr(self, field.name)
+            for field in dataclasses.fields(self)
+            if field.name in names
+        }
+
     def model_config(
         self, src_vocab: int, tgt_vocab: int, shared: bool | None = None
     ) -> ModelConfig:
@@ -123,37 +139,35 @@ class RunConfig:
         return ModelConfig(
             src_vocab,
             tgt_vocab,
-            N=self.N,
-            d_model=self.d_model,
-            d_ff=self.d_ff,
-            h=self.h,
-            d_k=self.d_k,
-            d_v=self.d_v,
-            learned_positions=self.learned_positions,
-            p_drop=self.p_drop,
-            norm_first=self.norm_first,
             tie_target_embeddings=not shared,
             share_embeddings=shared,
             max_len=512,
+            **self.shared_settings(ModelConfig),
         )
 
     def train_config(self, steps_per_epoch: int) -> TrainConfig:
         """Chapter 3's configuration: the run's steps, with a checkpoint at each evaluation."""
         return TrainConfig(
             max_steps=self.steps if self.steps is not None else self.epochs * steps_per_epoch,
-            warmup=self.warmup,
-            lr_factor=self.lr_factor,
             cooldown=round(self.cooldown_epochs * steps_per_epoch),
-            eps_ls=self.eps_ls,
-            accumulate=self.accumulate,
-            precision=self.precision,
             checkpoint_every=self.eval_every(steps_per_epoch),
-            p_drop_final=self.p_drop_final,
-            seed=self.seed,
+            **self.shared_settings(TrainConfig),
         )
 
     def eval_every(self, steps_per_epoch: int) -> int:
         return max(1, steps_per_epoch // self.evals_per_epoch)
+
+
+def smoke_version(config: RunConfig, **changes: object) -> RunConfig:
+    """A profile made small enough for CI to train in a minute through the same code.
+
+    The model shrinks to one layer a side of width 32 with two heads (with a learning rate to
+    match), it is evaluated once an epoch and decoded with a beam of two; `changes` cut the data
+    and the schedule.
+    """
+    tiny = dict(N=1, d_model=32, d_ff=64, h=2, lr_factor=2.0, evals_per_epoch=1)
+    decoding = dataclasses.replace(config.decoding, beam=2)
+    return dataclasses.replace(config, **{**tiny, "decoding": decoding, **changes})
 
 
 @dataclass
@@ -167,7 +181,7 @@ class Run:
     history: pd.DataFrame
     evals: pd.DataFrame
     averaged: Translator | None = None  # the average of the last snapshots, when there are any
-    plan: BudgetPlan | None = None  # how a time budget shaped the run (None: it had none)
+    budget: TimeBudget | None = None  # how a time budget shaped the run (None: it had none)
 
 
 HISTORY_COLUMNS = ("step", "loss", "lr", "tokens", "seconds")
@@ -222,16 +236,18 @@ def new_model(config: RunConfig, corpus: Corpus) -> EncoderDecoder:
     return use_fast_dropout(model) if config.fast_dropout else model
 
 
-class Validation:
-    """The training loop's per-step hook: score the validation set every so often, and stop on time.
+class StepHook:
+    """What a run does after each training step: score the validation set now and then, and stop
+    when its time is up (the `on_step` of chapter 3's `train`).
 
     At each evaluation it appends a row to evals.csv and saves a snapshot of the weights; only
     the first process does either. It returns True (stop) once `limit` seconds of training have
-    passed (a planned run's budget with its grace: see `BudgetPlan`).
+    passed (a planned run's budget with its grace: see `TimeBudget`).
     """
 
     def __init__(
         self,
+        *,
         config: RunConfig,
         folder: Path,
         translator: Translator,
@@ -264,7 +280,13 @@ class Validation:
     def evaluate(self, step: int) -> None:
         """Greedy validation BLEU of the bare weights, a line in evals.csv, and a snapshot."""
         scores, _ = evaluate_split(
-            self.translator, self.corpus, "val", self.config.val_sentences, 1, 0.0, False
+            self.translator,
+            self.corpus,
+            "val",
+            limit=self.config.val_sentences,
+            beam=1,
+            alpha=0.0,
+            copy_unknowns=False,
         )
         line = {
             "step": step,
@@ -282,176 +304,6 @@ class Validation:
                 f"val BLEU {line['val BLEU']}",
                 flush=True,
             )
-
-
-# ---------------------------------------------------------------- time budgets
-
-PLAN_FILE = "plan.json"
-PROBE_STEPS = 24  # timed steps of the throughput probe, after PROBE_WARMUP untimed ones
-PROBE_WARMUP = 3
-# Plan for 90% of the budget. On a 2-core cloud CPU a step's cost wanders by several percent
-# between epochs: chapter 8's saved run, planned at 95%, found its steps 10% dearer than the probe
-# had measured (1.70 s against 1.52) and ran 6% over. 90% absorbs such a drift.
-SAFETY = 0.9
-GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
-
-
-@dataclass(frozen=True)
-class BudgetPlan:
-    """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it.
-
-    Made once, before the first step, from the throughput measured over a few probe steps, and
-    kept in the run folder (plan.json) so that a resumed run follows the same schedule. When the
-    recipe's steps fit, the plan is the recipe itself and the run is the book's, step for step.
-    When they do not, the whole schedule is compressed into the steps that fit: the cooldown and
-    the dropout ramp end at the new last step, the snapshots averaged still lie inside the cooldown,
-    and the warmup shrinks only if it no longer fits before the cooldown (with the same peak rate).
-    """
-
-    budget_minutes: float
-    seconds_per_step: float  # measured by the probe (a run begun without a plan: its history)
-    probe_seconds: float  # the probe's own training time, spent from the budget
-    recipe_steps: int
-    steps: int
-    warmup: int
-    lr_factor: float
-    cooldown_epochs: float
-    average_last: int
-    steps_per_epoch: int
-    machine: str = ""
-    load_average: float | None = None  # the 1-minute load average while the probe ran
-    stopped_at: int | None = None  # the step a time limit stopped the run at, if one did
-    # A run begun before budgets were planned: it keeps its recipe, and the budget stays what it
-    # was then, a limit that stops it (without the grace, which only a measured plan earns).
-    unplanned: bool = False
-
-    @property
-    def steps_per_minute(self) -> float:
-        return 60 / self.seconds_per_step
-
-    @property
-    def shortened(self) -> bool:
-        return self.steps < self.recipe_steps
-
-    def apply(self, config: RunConfig) -> RunConfig:
-        """The run's configuration under this plan (the recipe itself when it fits)."""
-        if not self.shortened:
-            return config
-        return dataclasses.replace(
-            config,
-            steps=self.steps,
-            epochs=None,
-            warmup=self.warmup,
-            lr_factor=self.lr_factor,
-            cooldown_epochs=self.cooldown_epochs,
-            average_last=self.average_last,
-        )
-
-    def limit_seconds(self, budget_minutes: float) -> float:
-        """Training time after which the run stops: the budget with some grace (never silently)."""
-        return budget_minutes * 60 * (1.0 if self.unplanned else GRACE)
-
-    def describe(self, recipe: RunConfig) -> str:
-        """The plan in words: the speed measured here, the steps it will take, the recipe's."""
-        epochs = self.steps / self.steps_per_epoch
-        speed = (
-            f"{self.budget_minutes:g} training minutes at {self.steps_per_minute:.0f} steps a "
-            f"minute here (measured over {PROBE_STEPS} steps)"
-        )
-        busy = ""
-        if self.load_average is not None and self.load_average > os.cpu_count():
-            busy = (
-                f" The machine was busy while it measured (load average {self.load_average:.1f}), "
-                "so the plan may be shorter than this machine allows when idle."
-            )
-        if self.unplanned:
-            return (
-                f"plan: this run was begun without a plan (with no time budget, or by an older "
-                f"version of the book), so it keeps its recipe's {self.recipe_steps:,} steps; the "
-                f"budget of {self.budget_minutes:g} training minutes stops it, and says so, if "
-                "they do not fit."
-            )
-        if not self.shortened:
-            minutes = self.steps * self.seconds_per_step / 60
-            return (
-                f"plan: {speed}: the recipe's {self.recipe_steps:,} steps ({epochs:g} epochs) take "
-                f"about {minutes:.0f} of them, so the run is the recipe, unchanged.{busy}"
-            )
-        cooldown = f"the rate cooled down over the last {self.cooldown_epochs:.1f} epochs"
-        if not self.cooldown_epochs:
-            cooldown = "no cooldown (the recipe has none)"
-        warmup = f"{self.warmup} warmup steps"
-        if self.warmup != recipe.warmup:
-            warmup += f" (the recipe's {recipe.warmup}, with the same peak rate)"
-        return (
-            f"plan: {speed}: {self.steps:,} of the recipe's {self.recipe_steps:,} steps "
-            f"({epochs:.1f} epochs), the whole schedule compressed into them: {warmup}, "
-            f"{cooldown}, the last {self.average_last} snapshots averaged. This is not the book's "
-            f"run and its scores will be lower; with more time (--minutes, or max_minutes=None "
-            f"for no budget) the recipe runs unchanged.{busy}"
-        )
-
-
-def plan_budget(
-    config: RunConfig,
-    steps_per_epoch: int,
-    seconds_per_step: float,
-    probe_seconds: float = 0.0,
-    keep_recipe: bool = False,
-    **details,
-) -> BudgetPlan:
-    """Fit the recipe's schedule into `config.max_minutes` of training, at this speed per step.
-
-    `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
-    is tied to the recipe's schedule; the time limit still stops it, and says so).
-    """
-    recipe = config.train_config(steps_per_epoch)
-    available = config.max_minutes * 60 - probe_seconds
-    fit = math.floor(max(available, 0.0) * SAFETY / seconds_per_step)
-    every = config.eval_every(steps_per_epoch)
-    plan = dict(
-        budget_minutes=config.max_minutes,
-        seconds_per_step=seconds_per_step,
-        probe_seconds=probe_seconds,
-        recipe_steps=recipe.max_steps,
-        steps_per_epoch=steps_per_epoch,
-        **details,
-    )
-    if fit >= recipe.max_steps or keep_recipe:
-        return BudgetPlan(
-            unplanned=keep_recipe,
-            steps=recipe.max_steps,
-            warmup=config.warmup,
-            lr_factor=config.lr_factor,
-            cooldown_epochs=config.cooldown_epochs,
-            average_last=config.average_last,
-            **plan,
-        )
-    if fit < max(2 * every, 10):
-        raise ValueError(
-            f"{config.max_minutes:g} training minutes give about {fit} steps on this machine "
-            f"({60 / seconds_per_step:.0f} a minute), too few for this recipe's "
-            f"{recipe.max_steps:,} (it evaluates every {every}). Give more minutes, or no budget "
-            "(max_minutes=None, --minutes none), or choose a smaller profile."
-        )
-    shrink = fit / recipe.max_steps
-    cooldown_epochs = config.cooldown_epochs * shrink
-    cooldown = round(cooldown_epochs * steps_per_epoch)
-    warmup = max(1, min(config.warmup, fit - cooldown))  # the warmup ends before the cooldown
-    # Equation 3 peaks at the last warmup step at lr_factor / sqrt(d_model * warmup): a shorter
-    # warmup keeps the recipe's peak rate by lowering the factor in proportion.
-    lr_factor = config.lr_factor * math.sqrt(warmup / config.warmup)
-    # Average only snapshots of settled weights: inside the cooldown when there is one.
-    window = cooldown if config.cooldown_epochs else fit
-    average_last = max(1, min(config.average_last, window // every))
-    return BudgetPlan(
-        steps=fit,
-        warmup=warmup,
-        lr_factor=lr_factor,
-        cooldown_epochs=cooldown_epochs,
-        average_last=average_last,
-        **plan,
-    )
 
 
 def measure_step_seconds(
@@ -488,26 +340,7 @@ def measure_step_seconds(
     return timed / world / PROBE_STEPS, total / world
 
 
-def _read_plan(folder: Path) -> BudgetPlan | None:
-    path = folder / PLAN_FILE
-    if not path.exists():
-        return None
-    try:
-        return BudgetPlan(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"{path} is not a plan this book wrote ({error}). Delete it to plan again; if the run "
-            "has a checkpoint, its configuration must then be planned the same way to resume."
-        ) from None
-
-
-def _write_plan(folder: Path, plan: BudgetPlan) -> None:
-    if rank_and_world()[0] == 0:
-        with atomic_write(folder / PLAN_FILE, "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(plan), handle, indent=1)
-
-
-def budget_plan(
+def time_budget(
     config: RunConfig,
     folder: Path,
     corpus: Corpus,
@@ -515,12 +348,12 @@ def budget_plan(
     device: torch.device,
     checkpoint: Path,
     progress: bool,
-) -> BudgetPlan | None:
+) -> TimeBudget | None:
     """The run's plan: the one in its folder, else a new one (None when it has no time budget)."""
     if config.max_minutes is None:
         return None
     say = progress and rank_and_world()[0] == 0
-    plan = _read_plan(folder)
+    plan = read_budget(folder)
     if plan is not None:
         if say:
             kept = f"plan kept from this run's start ({plan.budget_minutes:g} minutes)"
@@ -533,7 +366,7 @@ def budget_plan(
         seconds, probe = sum(row["seconds"] for row in history) / len(history), 0.0
     else:
         seconds, probe = measure_step_seconds(config, corpus, batches, device)
-    plan = plan_budget(
+    plan = fit_schedule(
         config,
         batches.steps_per_epoch,
         seconds,
@@ -542,30 +375,9 @@ def budget_plan(
         machine=machine(),
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )
-    _write_plan(folder, plan)
+    write_budget(folder, plan)
     if say:
         print(plan.describe(config), flush=True)
-    return plan
-
-
-def _report_stop(plan: BudgetPlan, folder: Path, step: int, minutes: float) -> BudgetPlan:
-    """Say, and record in plan.json, that the time limit ended the schedule early."""
-    plan = dataclasses.replace(plan, stopped_at=step)
-    _write_plan(folder, plan)
-    why = (
-        f"the {plan.budget_minutes:g}-minute budget of a run begun without a plan"
-        if plan.unplanned
-        else f"more than {GRACE:g} times the {plan.budget_minutes:g}-minute budget: the machine "
-        "became slower than when the plan was made"
-    )
-    if rank_and_world()[0] == 0:
-        print(
-            f"TIME LIMIT: training stopped at step {step:,} of the {plan.steps:,} planned, after "
-            f"{minutes:.1f} training minutes ({why}). The schedule did not finish: the learning "
-            "rate never reached its planned end, and the scores below are of an unfinished run. "
-            "Run the same command with a larger budget (--minutes) to finish it.",
-            flush=True,
-        )
     return plan
 
 
@@ -590,25 +402,25 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
     pairs = corpus.ids["train"][: config.train_pairs]
     plan = BatchPlan.build(pairs, config.max_tokens, config.accumulate, world, config.seed)
     checkpoint = folder / "checkpoint.pt"
-    budget = budget_plan(config, folder, corpus, plan, device, checkpoint, progress)
+    budget = time_budget(config, folder, corpus, plan, device, checkpoint, progress)
     limit = None if budget is None else budget.limit_seconds(config.max_minutes)
     config = config if budget is None else budget.apply(config)
     train_config = config.train_config(plan.steps_per_epoch)
     model = new_model(config, corpus).to(device)
     translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
     history = _saved_history(checkpoint, model.config, train_config)
-    validation = Validation(
-        config,
-        folder,
-        translator,
-        corpus,
-        plan.steps_per_epoch,
-        train_config.max_steps,
-        float(history.seconds.sum()),
-        limit,
-        progress,
+    hook = StepHook(
+        config=config,
+        folder=folder,
+        translator=translator,
+        corpus=corpus,
+        steps_per_epoch=plan.steps_per_epoch,
+        max_steps=train_config.max_steps,
+        seconds=float(history.seconds.sum()),
+        limit=limit,
+        progress=progress,
     )
-    if validation.out_of_time:  # the time budget is spent: load the result, train no more
+    if hook.out_of_time:  # the time budget is spent: load the result, train no more
         model.load_state_dict(load_checkpoint(checkpoint, model.config, train_config)["model"])
     else:
         trained = (
@@ -622,20 +434,20 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
             train_config,
             checkpoint,
             progress=progress and rank == 0,
-            on_step=validation,
+            on_step=hook,
             extra={"decoding": dataclasses.asdict(config.decoding)},
         )
     model.eval()
     if budget is not None and int(history.step.max()) < train_config.max_steps:
-        budget = _report_stop(budget, folder, int(history.step.max()), validation.seconds / 60)
+        budget = report_stop(budget, folder, int(history.step.max()), hook.seconds / 60)
     elif budget is not None and budget.stopped_at is not None:  # finished since: a larger budget
         budget = dataclasses.replace(budget, stopped_at=None)
-        _write_plan(folder, budget)
+        write_budget(folder, budget)
     if rank != 0:
-        return Run(config, folder, translator, corpus, history, validation.evals, plan=budget)
+        return Run(config, folder, translator, corpus, history, hook.evals, budget=budget)
     _write_csv(history, folder / "history.csv")
     averaged = average_run(config, folder, corpus, model.config)
-    return Run(config, folder, translator, corpus, history, validation.evals, averaged, budget)
+    return Run(config, folder, translator, corpus, history, hook.evals, averaged, budget)
 
 
 def _saved_history(
@@ -727,20 +539,7 @@ def final_scores(
     the scores saved for the run's last step are returned when they are the same rows (decoding
     a test set can take minutes).
     """
-    copy_unknowns = copy_unknowns and run.corpus.tgt_vocab.can_copy_unknowns
-    final = run.averaged or run.translator
-    weights = f"average of last {run.config.average_last}" if run.averaged else "last"
-    beam, alpha = run.config.decoding.beam, run.config.decoding.alpha
-    setups = [
-        ("last", run.translator, "greedy", 1, False),
-        (weights, final, "greedy", 1, False),
-        (weights, final, "greedy", 1, True),
-        (weights, final, f"beam {beam}", beam, True),
-    ]
-    if not copy_unknowns:
-        setups = [setups[0], setups[1], (*setups[3][:4], False)]
-    if run.averaged is None:
-        setups.pop(1)
+    setups = _scored_setups(run, copy_unknowns)
     splits = (("val", run.config.val_sentences), (test_split, run.config.test_sentences))
     wanted = [
         (split, weights_name, name, "yes" if copy else "no")
@@ -756,7 +555,13 @@ def final_scores(
         for weights_name, translator, name, width, copy in setups:
             started = time.perf_counter()
             scores, hypotheses = evaluate_split(
-                translator, run.corpus, split, limit, width, alpha, copy
+                translator,
+                run.corpus,
+                split,
+                limit=limit,
+                beam=width,
+                alpha=run.config.decoding.alpha,
+                copy_unknowns=copy,
             )
             seconds = time.perf_counter() - started
             references = [target for _, target in run.corpus.raw[split][:limit]]
@@ -771,14 +576,30 @@ def final_scores(
                     "sentences/s": round(len(hypotheses) / seconds, 1),
                 }
             )
-    record = {
-        "scores": rows,
-        "step": int(run.history.step.max()),
-        "decoding": dataclasses.asdict(run.config.decoding),
-    }
+    record = {"scores": rows, "step": int(run.history.step.max())}
+    record["decoding"] = dataclasses.asdict(run.config.decoding)
     with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1)
     return pd.DataFrame(rows)
+
+
+def _scored_setups(run: Run, copy_unknowns: bool) -> list[tuple]:
+    """(weights' name, translator, decoding's name, beam width, <unk> copied) for each score."""
+    copy_unknowns = copy_unknowns and run.corpus.tgt_vocab.can_copy_unknowns
+    final = run.averaged or run.translator
+    weights = f"average of last {run.config.average_last}" if run.averaged else "last"
+    beam = run.config.decoding.beam
+    setups = [
+        ("last", run.translator, "greedy", 1, False),
+        (weights, final, "greedy", 1, False),
+        (weights, final, "greedy", 1, True),
+        (weights, final, f"beam {beam}", beam, True),
+    ]
+    if not copy_unknowns:
+        setups = [setups[0], setups[1], (*setups[3][:4], False)]
+    if run.averaged is None:
+        setups.pop(1)
+    return setups
 
 
 def training_chart(

@@ -18,16 +18,15 @@ from annotated.ch03_training import (
     evaluate,
     inference,
     label_smoothing_loss,
-    load_checkpoint,
     make_optimizer,
     pad_sequences,
     rate,
-    save_checkpoint,
     set_dropout,
     smoothed_targets,
     train,
     use_fast_dropout,
 )
+from annotated.checkpoints import load_checkpoint, save_checkpoint
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from annotated.budgets import fit_schedule
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import cooled_rate, rate
 from annotated.ch06_decoding import DecodeConfig
@@ -16,7 +17,6 @@ from annotated.runs import (
     RunConfig,
     average_snapshots,
     pick_profile,
-    plan_budget,
     save_snapshot,
     saved_scores,
 )
@@ -158,7 +158,7 @@ def _hour_recipe(**changes):
 
 def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
     config = _hour_recipe()
-    plan = plan_budget(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
     assert not plan.shortened and plan.steps == plan.recipe_steps == 3040
     assert plan.apply(config) is config  # the book's run, step for step
     assert round(plan.steps_per_minute) == 100
@@ -167,7 +167,7 @@ def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
 
 def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     config = _hour_recipe()
-    plan = plan_budget(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
+    plan = fit_schedule(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
     planned = plan.apply(config)
     train = planned.train_config(152)
     # The steps fit the budget (with the probe's time spent from it)...
@@ -191,7 +191,7 @@ def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
 
 def test_a_tiny_budget_shortens_the_warmup_but_keeps_the_peak_rate():
     config = _hour_recipe(epochs=5, cooldown_epochs=2.5, max_minutes=5.0, average_last=2)
-    plan = plan_budget(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
     train = plan.apply(config).train_config(152)
     assert plan.steps < 760 and train.warmup < 500
     assert train.warmup <= train.max_steps - train.cooldown
@@ -206,7 +206,7 @@ def test_a_recipe_without_cooldown_keeps_its_averaging():
     config = _hour_recipe(
         steps=100_000, epochs=None, cooldown_epochs=0.0, warmup=300, max_minutes=20.0
     )
-    plan = plan_budget(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
+    plan = fit_schedule(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
     assert 450 < plan.steps < 530 and plan.warmup == 300 and plan.average_last == 5
     assert plan.apply(config).train_config(56).cooldown == 0
     assert "no cooldown" in plan.describe(config)
@@ -215,7 +215,7 @@ def test_a_recipe_without_cooldown_keeps_its_averaging():
 def test_too_little_time_is_refused_with_what_to_do():
     config = _hour_recipe(max_minutes=0.5)
     with pytest.raises(ValueError, match="give about 18 steps.*Give more minutes"):
-        plan_budget(config, 152, seconds_per_step=1.5)
+        fit_schedule(config, 152, seconds_per_step=1.5)
     with pytest.raises(ValueError, match="max_minutes must be positive"):
         _hour_recipe(max_minutes=0.0)
 
@@ -251,7 +251,7 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     config = _budget_run_config()
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0))
     run = train_multi30k(config, tmp_path, progress=True, corpus=corpus)
-    plan = run.plan
+    plan = run.budget
     assert plan.shortened and plan.seconds_per_step == 1.0 and plan.probe_seconds == 27.0
     assert "of the recipe's" in capsys.readouterr().out
     last = int(run.history.step.max())
@@ -269,7 +269,7 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 0.1))
     again = train_multi30k(config, tmp_path, progress=True, corpus=corpus)
     assert "plan kept" in capsys.readouterr().out
-    assert again.plan == plan and again.history.equals(run.history)
+    assert again.budget == plan and again.history.equals(run.history)
 
 
 @pytest.mark.multi30k
@@ -282,7 +282,7 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0 if step < 27 else 3.0))
     run = train_multi30k(config, tmp_path, progress=False, corpus=corpus)
     stopped = int(run.history.step.max())
-    assert stopped < run.plan.steps and run.plan.stopped_at == stopped
+    assert stopped < run.budget.steps and run.budget.stopped_at == stopped
     assert run.history.seconds.sum() >= config.max_minutes * 60 * 1.2
     said = capsys.readouterr().out
     assert "TIME LIMIT" in said and "did not finish" in said and f"{stopped:,}" in said
@@ -293,7 +293,7 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     # A larger budget resumes it and finishes the same plan.
     longer = dataclasses.replace(config, max_minutes=60.0)
     done = train_multi30k(longer, tmp_path, progress=False, corpus=corpus)
-    assert int(done.history.step.max()) == run.plan.steps and done.plan.stopped_at is None
+    assert int(done.history.step.max()) == run.budget.steps and done.budget.stopped_at is None
     assert "TIME LIMIT" not in capsys.readouterr().out
 
 
@@ -309,7 +309,7 @@ def test_a_budget_that_fits_trains_the_same_model_as_no_budget(corpus, tmp_path)
     planned = train_multi30k(
         dataclasses.replace(smoke, max_minutes=600.0), tmp_path / "planned", False, corpus
     )
-    assert free.plan is None and not planned.plan.shortened
+    assert free.budget is None and not planned.budget.shortened
     assert planned.history.loss.tolist() == free.history.loss.tolist()
     assert not (tmp_path / "free" / "plan.json").exists()
 
@@ -318,9 +318,37 @@ def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
     # Its checkpoint is tied to the recipe's schedule, so nothing is compressed; the budget stays
     # the plain limit it was when the run began (a measured plan's grace would train past it).
     config = _hour_recipe(max_minutes=20.0)
-    plan = plan_budget(config, 152, seconds_per_step=2.0, keep_recipe=True)
+    plan = fit_schedule(config, 152, seconds_per_step=2.0, keep_recipe=True)
     assert plan.unplanned and plan.steps == 3040 and plan.apply(config) is config
     assert plan.limit_seconds(20.0) == 20 * 60
     assert "begun without a plan" in plan.describe(config)
-    measured = plan_budget(config, 152, seconds_per_step=0.3)
+    measured = fit_schedule(config, 152, seconds_per_step=0.3)
     assert not measured.unplanned and measured.limit_seconds(20.0) == 20 * 60 * 1.2
+
+
+def test_a_run_passes_its_settings_on_by_name_with_the_papers_defaults():
+    # Each model or schedule setting of a run is chapter 2's or chapter 3's setting of that name:
+    # the run's default must be theirs (the paper's), and a changed one must reach the config.
+    from annotated.ch03_training import TrainConfig
+
+    run = RunConfig()
+    for config_class, at_least in ((ModelConfig, 9), (TrainConfig, 6)):
+        shared = run.shared_settings(config_class)
+        defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
+        assert len(shared) >= at_least
+        assert shared == {name: defaults[name] for name in shared}, config_class.__name__
+    changed = RunConfig(N=2, d_k=16, d_v=8, warmup=7, seed=3, precision="fp32", p_drop_final=0.2)
+    model, train = changed.model_config(50, 50), changed.train_config(10)
+    assert (model.N, model.d_k, model.d_v) == (2, 16, 8)
+    assert (train.warmup, train.seed, train.precision, train.p_drop_final) == (7, 3, "fp32", 0.2)
+
+
+def test_the_smoke_version_of_a_profile_is_its_recipe_on_a_tiny_model():
+    from annotated.runs import smoke_version
+
+    recipe = RunConfig(vocab_size=None, warmup=500, decoding=DecodeConfig(beam=4, alpha=2.5))
+    smoke = smoke_version(recipe, train_pairs=100, warmup=5)
+    model = smoke.model_config(40, 40)
+    assert (model.N, model.d_model, model.d_ff, model.h) == (1, 32, 64, 2)
+    assert smoke.decoding == DecodeConfig(beam=2, alpha=2.5)  # the recipe's length penalty
+    assert (smoke.train_pairs, smoke.warmup, smoke.vocab_size) == (100, 5, None)

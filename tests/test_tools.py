@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch03_training import read_checkpoint
 from annotated.ch05_text import Vocab, tokenize, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
+from annotated.checkpoints import read_checkpoint
 from annotated.datasets import DATA_DIR_ENV
 from annotated.translate import translate_stream
 

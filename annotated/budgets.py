@@ -1,0 +1,231 @@
+"""Time budgets: how a training run fits its recipe into a number of minutes on this machine.
+
+A run with `RunConfig.max_minutes` measures its step's cost over a few probe steps
+(`runs.measure_step_seconds`), then `fit_schedule` decides how many of the recipe's steps fit and,
+when they do not all fit, compresses the whole schedule into the steps that do. The result, a
+`TimeBudget`, is kept in the run folder (plan.json) so that a resumed run follows it, and it stops
+the run, loudly, if the machine turns out much slower than measured (`report_stop`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from annotated.distributed import rank_and_world
+from annotated.files import atomic_write
+
+if TYPE_CHECKING:
+    from annotated.runs import RunConfig
+
+PLAN_FILE = "plan.json"
+PROBE_STEPS = 24  # timed steps of the throughput probe, after PROBE_WARMUP untimed ones
+PROBE_WARMUP = 3
+# Plan for 90% of the budget. On a 2-core cloud CPU a step's cost wanders by several percent
+# between epochs: chapter 8's saved run, planned at 95%, found its steps 10% dearer than the probe
+# had measured (1.70 s against 1.52) and ran 6% over. 90% absorbs such a drift.
+SAFETY = 0.9
+GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it.
+
+    Made once, before the first step, from the throughput measured over a few probe steps, and
+    kept in the run folder (plan.json) so that a resumed run follows the same schedule. When the
+    recipe's steps fit, the plan is the recipe itself and the run is the book's, step for step.
+    When they do not, the whole schedule is compressed into the steps that fit: the cooldown and
+    the dropout ramp end at the new last step, the snapshots averaged still lie inside the cooldown,
+    and the warmup shrinks only if it no longer fits before the cooldown (with the same peak rate).
+    """
+
+    budget_minutes: float
+    seconds_per_step: float  # measured by the probe (a run begun without a plan: its history)
+    probe_seconds: float  # the probe's own training time, spent from the budget
+    recipe_steps: int
+    steps: int
+    warmup: int
+    lr_factor: float
+    cooldown_epochs: float
+    average_last: int
+    steps_per_epoch: int
+    machine: str = ""
+    load_average: float | None = None  # the 1-minute load average while the probe ran
+    stopped_at: int | None = None  # the step a time limit stopped the run at, if one did
+    # A run begun before budgets were planned: it keeps its recipe, and the budget stays what it
+    # was then, a limit that stops it (without the grace, which only a measured plan earns).
+    unplanned: bool = False
+
+    @property
+    def steps_per_minute(self) -> float:
+        return 60 / self.seconds_per_step
+
+    @property
+    def shortened(self) -> bool:
+        return self.steps < self.recipe_steps
+
+    def apply(self, config: RunConfig) -> RunConfig:
+        """The run's configuration under this plan (the recipe itself when it fits)."""
+        if not self.shortened:
+            return config
+        return dataclasses.replace(
+            config,
+            steps=self.steps,
+            epochs=None,
+            warmup=self.warmup,
+            lr_factor=self.lr_factor,
+            cooldown_epochs=self.cooldown_epochs,
+            average_last=self.average_last,
+        )
+
+    def limit_seconds(self, budget_minutes: float) -> float:
+        """Training time after which the run stops: the budget with some grace (never silently)."""
+        return budget_minutes * 60 * (1.0 if self.unplanned else GRACE)
+
+    def describe(self, recipe: RunConfig) -> str:
+        """The plan in words: the speed measured here, the steps it will take, the recipe's."""
+        epochs = self.steps / self.steps_per_epoch
+        speed = (
+            f"{self.budget_minutes:g} training minutes at {self.steps_per_minute:.0f} steps a "
+            f"minute here (measured over {PROBE_STEPS} steps)"
+        )
+        busy = ""
+        if self.load_average is not None and self.load_average > os.cpu_count():
+            busy = (
+                f" The machine was busy while it measured (load average {self.load_average:.1f}), "
+                "so the plan may be shorter than this machine allows when idle."
+            )
+        if self.unplanned:
+            return (
+                f"plan: this run was begun without a plan (with no time budget, or by an older "
+                f"version of the book), so it keeps its recipe's {self.recipe_steps:,} steps; the "
+                f"budget of {self.budget_minutes:g} training minutes stops it, and says so, if "
+                "they do not fit."
+            )
+        if not self.shortened:
+            minutes = self.steps * self.seconds_per_step / 60
+            return (
+                f"plan: {speed}: the recipe's {self.recipe_steps:,} steps ({epochs:g} epochs) take "
+                f"about {minutes:.0f} of them, so the run is the recipe, unchanged.{busy}"
+            )
+        cooldown = f"the rate cooled down over the last {self.cooldown_epochs:.1f} epochs"
+        if not self.cooldown_epochs:
+            cooldown = "no cooldown (the recipe has none)"
+        warmup = f"{self.warmup} warmup steps"
+        if self.warmup != recipe.warmup:
+            warmup += f" (the recipe's {recipe.warmup}, with the same peak rate)"
+        return (
+            f"plan: {speed}: {self.steps:,} of the recipe's {self.recipe_steps:,} steps "
+            f"({epochs:.1f} epochs), the whole schedule compressed into them: {warmup}, "
+            f"{cooldown}, the last {self.average_last} snapshots averaged. This is not the book's "
+            f"run and its scores will be lower; with more time (--minutes, or max_minutes=None "
+            f"for no budget) the recipe runs unchanged.{busy}"
+        )
+
+
+def fit_schedule(
+    config: RunConfig,
+    steps_per_epoch: int,
+    seconds_per_step: float,
+    probe_seconds: float = 0.0,
+    keep_recipe: bool = False,
+    **details,
+) -> TimeBudget:
+    """Fit the recipe's schedule into `config.max_minutes` of training, at this speed per step.
+
+    `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
+    is tied to the recipe's schedule; the time limit still stops it, and says so).
+    """
+    recipe = config.train_config(steps_per_epoch)
+    available = config.max_minutes * 60 - probe_seconds
+    fit = math.floor(max(available, 0.0) * SAFETY / seconds_per_step)
+    every = config.eval_every(steps_per_epoch)
+    plan = dict(
+        budget_minutes=config.max_minutes,
+        seconds_per_step=seconds_per_step,
+        probe_seconds=probe_seconds,
+        recipe_steps=recipe.max_steps,
+        steps_per_epoch=steps_per_epoch,
+        **details,
+    )
+    if fit >= recipe.max_steps or keep_recipe:
+        return TimeBudget(
+            unplanned=keep_recipe,
+            steps=recipe.max_steps,
+            warmup=config.warmup,
+            lr_factor=config.lr_factor,
+            cooldown_epochs=config.cooldown_epochs,
+            average_last=config.average_last,
+            **plan,
+        )
+    if fit < max(2 * every, 10):
+        raise ValueError(
+            f"{config.max_minutes:g} training minutes give about {fit} steps on this machine "
+            f"({60 / seconds_per_step:.0f} a minute), too few for this recipe's "
+            f"{recipe.max_steps:,} (it evaluates every {every}). Give more minutes, or no budget "
+            "(max_minutes=None, --minutes none), or choose a smaller profile."
+        )
+    shrink = fit / recipe.max_steps
+    cooldown_epochs = config.cooldown_epochs * shrink
+    cooldown = round(cooldown_epochs * steps_per_epoch)
+    warmup = max(1, min(config.warmup, fit - cooldown))  # the warmup ends before the cooldown
+    # Equation 3 peaks at the last warmup step at lr_factor / sqrt(d_model * warmup): a shorter
+    # warmup keeps the recipe's peak rate by lowering the factor in proportion.
+    lr_factor = config.lr_factor * math.sqrt(warmup / config.warmup)
+    # Average only snapshots of settled weights: inside the cooldown when there is one.
+    window = cooldown if config.cooldown_epochs else fit
+    average_last = max(1, min(config.average_last, window // every))
+    return TimeBudget(
+        steps=fit,
+        warmup=warmup,
+        lr_factor=lr_factor,
+        cooldown_epochs=cooldown_epochs,
+        average_last=average_last,
+        **plan,
+    )
+
+
+def read_budget(folder: Path) -> TimeBudget | None:
+    path = folder / PLAN_FILE
+    if not path.exists():
+        return None
+    try:
+        return TimeBudget(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{path} is not a plan this book wrote ({error}). Delete it to plan again; if the run "
+            "has a checkpoint, its configuration must then be planned the same way to resume."
+        ) from None
+
+
+def write_budget(folder: Path, plan: TimeBudget) -> None:
+    if rank_and_world()[0] == 0:
+        with atomic_write(folder / PLAN_FILE, "w", encoding="utf-8") as handle:
+            json.dump(dataclasses.asdict(plan), handle, indent=1)
+
+
+def report_stop(plan: TimeBudget, folder: Path, step: int, minutes: float) -> TimeBudget:
+    """Say, and record in plan.json, that the time limit ended the schedule early."""
+    plan = dataclasses.replace(plan, stopped_at=step)
+    write_budget(folder, plan)
+    why = (
+        f"the {plan.budget_minutes:g}-minute budget of a run begun without a plan"
+        if plan.unplanned
+        else f"more than {GRACE:g} times the {plan.budget_minutes:g}-minute budget: the machine "
+        "became slower than when the plan was made"
+    )
+    if rank_and_world()[0] == 0:
+        print(
+            f"TIME LIMIT: training stopped at step {step:,} of the {plan.steps:,} planned, after "
+            f"{minutes:.1f} training minutes ({why}). The schedule did not finish: the learning "
+            "rate never reached its planned end, and the scores below are of an unfinished run. "
+            "Run the same command with a larger budget (--minutes) to finish it.",
+            flush=True,
+        )
+    return plan
