@@ -23,28 +23,31 @@
 # 4. multi-head attention with the paper's $h = 8$, $d_k = d_v = 64$;
 # 5. the three ways the model wires attention up, and a check of our code against PyTorch's own.
 #
-# Every function defined here is imported by later chapters: `from annotated.ch01_attention import attention`.
+# Every function defined here is imported by later chapters:
+# `from annotated.ch01_attention import attention`. The code that draws this chapter's charts is
+# in `annotated/figures/ch01_attention.py`, and its exercises' checks in
+# `annotated/exercises/ch01_attention.py`; the cells here only call them.
 
 # %%
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
-
 # %% tags=["active-ipynb"]
 # from annotated.figures import use_book_charts
+# from annotated.figures.ch01_attention import (
+#     all_queries_chart, decoder_masks_chart, heads_chart, one_query_chart, one_query_steps,
+#     saturation_chart, vectors_chart,
+# )
 #
-# use_book_charts()  # offline, byte-stable charts (see annotated/figures.py)
+# use_book_charts()  # offline, byte-stable charts (see annotated/figures/__init__.py)
 # _ = torch.manual_seed(0)  # every random draw below is repeatable
 
 # %% [markdown]
@@ -59,7 +62,8 @@ from annotated.figures import rounded
 # Read it from the inside out:
 #
 # * $Q K^\top$ holds every query-key dot product at once: entry $(i, j)$ says how well query $i$
-#   matches key $j$. For `len_q` queries and `len_k` keys it is a `len_q × len_k` matrix of *scores*.
+#   matches key $j$. For `len_q` queries and `len_k` keys it is a `len_q × len_k` matrix of
+#   *scores*.
 # * Dividing by $\sqrt{d_k}$ keeps the scores in a range where the softmax still has a useful
 #   gradient (section 2 below measures why).
 # * The softmax runs along each row, turning that query's scores into weights that are positive
@@ -198,140 +202,6 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
     return list(WALK_WORDS), as_tensor(query), as_tensor(key), as_tensor(value)
 
 
-def _cells(matrix: Tensor, rows: list[str], columns: list[str], **extra) -> pd.DataFrame:
-    """A matrix as a long table, one row per cell, its values rounded to 2 decimals."""
-    return pd.DataFrame(
-        [
-            {"row": f"{i + 1} {r}", "column": c, "value": round(float(matrix[i, j]), 2), **extra}
-            for i, r in enumerate(rows)
-            for j, c in enumerate(columns)
-        ]
-    )
-
-
-def number_heatmap(
-    frame: pd.DataFrame, title: str, x_title: str, y_title: str, width: int = 150
-) -> alt.LayerChart:
-    """A heatmap of a long table (row, column, value) with each cell's number written in it."""
-    rows, columns = list(dict.fromkeys(frame["row"])), list(dict.fromkeys(frame["column"]))
-    base = alt.Chart(frame).encode(
-        x=alt.X("column:N", sort=columns, title=x_title, axis=alt.Axis(labelAngle=-40)),
-        y=alt.Y("row:N", sort=rows, title=y_title),
-        tooltip=["row", "column", "value"],  # on the cell and on its number, which covers it
-    )
-    # Light to dark blue from the smallest value (0 if none is negative) to the largest.
-    low, high = min(float(frame["value"].min()), 0.0), float(frame["value"].max())
-    high = max(high, low + 1e-9)
-    cells = base.mark_rect(stroke="white").encode(
-        color=alt.Color(
-            "value:Q", scale=alt.Scale(scheme="blues", domain=[low, high]), legend=None
-        ),
-    )
-    numbers = base.mark_text(fontSize=11).encode(  # white on the darkest cells
-        text=alt.Text("value:Q", format=".2f"),
-        color=alt.condition(
-            f"datum.value > {low + 0.6 * (high - low):.3g}", alt.value("white"), alt.value("black")
-        ),
-    )
-    return (cells + numbers).properties(width=width, height=22 * len(rows), title=title)
-
-
-def vectors_chart(
-    words: list[str],
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    features: Sequence[str] = WALK_FEATURES,
-    contents: Sequence[str] = WALK_CONTENT,
-    title: str = "The walk's sentence: a query, a key and a value for each word",
-) -> alt.HConcatChart:
-    """Each word's query, key and value, side by side, with their numbers.
-
-    `features` names the query and key numbers shown, `contents` the value numbers (a vector
-    longer than its names is shown in part: its first numbers).
-    """
-    q, k, v = query[:, : len(features)], key[:, : len(features)], value[:, : len(contents)]
-    features, contents = list(features), list(contents)
-    wide = max(150, 40 * len(features))  # room for each number
-    return alt.hconcat(
-        number_heatmap(
-            _cells(q, words, features), "queries Q: what a word looks for", "", "word", wide
-        ),
-        number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", "", wide),
-        number_heatmap(_cells(v, words, contents), "values V: what it hands over", "", "", wide),
-    ).properties(title=title)
-
-
-def one_query_steps(
-    words: list[str],
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    i: int,
-    contents: Sequence[str] = WALK_CONTENT,
-) -> pd.DataFrame:
-    """Equation 1 for query `i` alone, one column per step: score, scaled score, weight, and the
-    weighted values (those that `contents` names) that add up to the output."""
-    d_k = query.size(-1)
-    scores = key @ query[i]
-    scaled = scores / math.sqrt(d_k)
-    weights = scaled.softmax(-1)
-    table = pd.DataFrame(
-        {
-            "key word": [f"{j + 1} {w}" for j, w in enumerate(words)],
-            "q·k": scores.numpy(),
-            f"÷ √{d_k}": scaled.numpy(),
-            "softmax weight": weights.numpy(),
-        }
-    )
-    for c, name in enumerate(list(contents)[: value.size(-1)]):
-        table[f"weight × v[{name}]"] = (weights * value[:, c]).numpy()
-    return table.round(2)
-
-
-def one_query_chart(steps: pd.DataFrame, word: str) -> alt.HConcatChart:
-    """The steps of `one_query_steps` as bars with their numbers: score, scaled, softmax."""
-    panels = []
-    for column, colour in (
-        ("q·k", "#9e9e9e"),
-        (steps.columns[2], "#6baed6"),
-        ("softmax weight", "#08519c"),
-    ):
-        base = alt.Chart(steps).encode(
-            y=alt.Y("key word:N", sort=list(steps["key word"]), title=None),
-            x=alt.X(f"{column}:Q", title=column),
-        )
-        bars = base.mark_bar(color=colour)
-        labels = base.mark_text(align="left", dx=3, fontSize=11).encode(
-            text=alt.Text(f"{column}:Q", format=".2f")
-        )
-        panels.append((bars + labels).properties(width=130, height=22 * len(steps)))
-    return alt.hconcat(*panels).properties(
-        title=f"The query of '{word}' against every key: dot product, scaled, softmax"
-    )
-
-
-def all_queries_chart(
-    words: list[str],
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    contents: Sequence[str] = WALK_CONTENT,
-) -> alt.HConcatChart:
-    """Equation 1 for all queries at once: scaled scores Q Kᵀ/√d_k, weights, output (the part
-    of it that `contents` names)."""
-    output, weights = attention(query, key, value)
-    scaled = query @ key.T / math.sqrt(query.size(-1))
-    labels = [f"{j + 1} {w}" for j, w in enumerate(words)]
-    size = 28 * len(words) + 2
-    shown = output[:, : len(contents)]
-    return alt.hconcat(
-        number_heatmap(_cells(scaled, words, labels), "Q Kᵀ / √d_k", "key", "query", size),
-        number_heatmap(_cells(weights, words, labels), "softmax, row by row", "key", "", size),
-        number_heatmap(_cells(shown, words, list(contents)), "weights · V = output", "", "", 120),
-    ).properties(title=f"All {len(words)} queries at once: three matrix operations")
-
-
 # %% tags=["active-ipynb"]
 # words, Q, K, V = walk_example()
 # vectors_chart(words, Q, K, V)
@@ -448,31 +318,6 @@ def softmax_saturation(
     return pd.DataFrame(rows)
 
 
-def saturation_chart(frame: pd.DataFrame) -> alt.VConcatChart:
-    """Two panels against d_k: how peaked the softmax is, and how much gradient passes through it."""
-    base = alt.Chart(rounded(frame)).encode(
-        x=alt.X("d_k:Q", scale=alt.Scale(type="log", base=2), title="d_k (log scale)"),
-        color=alt.Color("scores:N", title="scores"),
-        tooltip=["d_k", "scores", "largest weight", "gradient norm"],
-    )
-    peak = base.mark_line(point=True).encode(
-        y=alt.Y(
-            "largest weight:Q",
-            title="largest softmax weight (mean)",
-            scale=alt.Scale(domain=[0, 1]),
-        )
-    )
-    grad = base.mark_line(point=True).encode(
-        y=alt.Y("gradient norm:Q", title="gradient norm at the scores (mean)")
-    )
-    return alt.vconcat(
-        peak.properties(
-            width=420, height=180, title="Without scaling the softmax saturates as d_k grows"
-        ),
-        grad.properties(width=420, height=180, title="...and the gradient through it vanishes"),
-    ).properties(title="Softmax of 16 random scores, with and without the 1/sqrt(d_k) scaling")
-
-
 # %% tags=["active-ipynb"]
 # saturation = softmax_saturation([1, 4, 16, 64, 256, 1024])
 # saturation_chart(saturation)
@@ -480,8 +325,9 @@ def saturation_chart(frame: pd.DataFrame) -> alt.VConcatChart:
 # %% [markdown]
 # Unscaled, the largest weight climbs towards 1 as $d_k$ grows and the gradient collapses
 # towards 0: with the paper's $d_k = 64$ a typical unscaled softmax already gives most of its
-# weight to one key and passes back only a fraction of the signal of the scaled one. Scaled, both curves are flat:
-# the softmax behaves the same at every width, which is exactly what the $1/\sqrt{d_k}$ buys.
+# weight to one key and passes back only a fraction of the signal of the scaled one. Scaled, both
+# curves are flat: the softmax behaves the same at every width, which is exactly what the
+# $1/\sqrt{d_k}$ buys.
 
 # %% tags=["active-ipynb"]
 # saturation[saturation.d_k == 64].round(3)
@@ -498,8 +344,9 @@ def saturation_chart(frame: pd.DataFrame) -> alt.VConcatChart:
 #   before it (the model is *auto-regressive*, section 3). In training we feed it the whole
 #   target sentence at once, for speed, so we must stop position $i$ from peeking at positions
 #   $j > i$. A *subsequent mask* is the lower-triangular matrix that allows $j \le i$ only. The
-#   paper implements it (section 3.2.3) by setting the forbidden scores to $-\infty$ before the softmax, so their
-#   weights become exactly 0; we use the most negative finite number instead, with the same effect.
+#   paper implements it (section 3.2.3) by setting the forbidden scores to $-\infty$ before the
+#   softmax, so their weights become exactly 0; we use the most negative finite number instead,
+#   with the same effect.
 #
 # In this book a mask is a boolean tensor with **True where attention is allowed**. Masks
 # combine with `&`: a decoder position may look at a key if the key is not padding *and* not in
@@ -519,40 +366,6 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return (tokens != pad_id).unsqueeze(-2)
 
 
-def mask_frame(mask: Tensor, labels: list[str] | None = None) -> pd.DataFrame:
-    """A (len_q, len_k) mask as a long table: one row per (query, key) cell."""
-    mask = mask.squeeze(0) if mask.dim() == 3 else mask
-    len_q, len_k = mask.shape
-    labels = labels or [str(i) for i in range(max(len_q, len_k))]
-    return pd.DataFrame(
-        [
-            {"query": f"{i}: {labels[i]}", "key": f"{j}: {labels[j]}", "allowed": bool(mask[i, j])}
-            for i in range(len_q)
-            for j in range(len_k)
-        ]
-    )
-
-
-def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt.Chart:
-    """Heatmap of a mask: rows are queries, columns are keys, dark cells are allowed."""
-    frame = mask_frame(mask, labels)
-    order = list(dict.fromkeys(frame["query"]))
-    keys = list(dict.fromkeys(frame["key"]))
-    return (
-        alt.Chart(frame)
-        .mark_rect(stroke="white")
-        .encode(
-            x=alt.X("key:N", sort=keys, title="key position (attended to)"),
-            y=alt.Y("query:N", sort=order, title="query position (attending)"),
-            color=alt.Color(
-                "allowed:N", scale=alt.Scale(domain=[True, False], range=["#1f4e79", "#eeeeee"])
-            ),
-            tooltip=["query", "key", "allowed"],
-        )
-        .properties(width=220, height=220, title=title)
-    )
-
-
 # %% [markdown]
 # Here is a target sentence of six positions, the last two of which are padding. The decoder's
 # mask is the subsequent mask *and* the padding mask. (Rows for the pad positions still allow the
@@ -565,11 +378,7 @@ def mask_chart(mask: Tensor, title: str, labels: list[str] | None = None) -> alt
 # words = ["<s>", "ein", "Hund", "läuft", "<pad>", "<pad>"]
 # future = subsequent_mask(target.size(1))
 # pads = padding_mask(target, PAD)
-# alt.hconcat(
-#     mask_chart(future, "subsequent mask", words),
-#     mask_chart(pads.expand(-1, 6, -1), "padding mask", words),
-#     mask_chart(future & pads, "decoder mask = both", words),
-# ).properties(title="Masks for a target of four tokens and two pads (dark = may attend)")
+# decoder_masks_chart(future, pads, words)
 
 # %% [markdown]
 # And attention with that mask: whatever the scores, the weights above the diagonal and in the
@@ -763,20 +572,8 @@ def walk_heads() -> list[tuple[str, Tensor]]:
     return [("head 1: the walk's (who does what)", first), ("head 2: the word before", second)]
 
 
-def heads_chart(words: list[str], heads: list[tuple[str, Tensor]]) -> alt.HConcatChart:
-    """The attention weights of several heads on one sentence, side by side, with their numbers."""
-    labels = [f"{j + 1} {w}" for j, w in enumerate(words)]
-    panels = [
-        number_heatmap(_cells(weights, words, labels), name, "key", "query" if i == 0 else "", 170)
-        for i, (name, weights) in enumerate(heads)
-    ]
-    return alt.hconcat(*panels).properties(
-        title="Two heads, two patterns: each head has its own queries and keys"
-    )
-
-
 # %% tags=["active-ipynb"]
-# heads_chart(words, walk_heads())
+# heads_chart(WALK_WORDS, walk_heads())
 
 # %% [markdown]
 # Later chapters draw the weights of a trained model's attention modules. `kept_weights` switches
@@ -897,89 +694,9 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 #
 # </details>
 
-
-# %%
-def _cases_attention() -> list:
-    generator = torch.Generator().manual_seed(12)
-
-    def normal(*shape: int) -> Tensor:
-        return torch.randn(*shape, generator=generator, dtype=torch.float64)
-
-    cases = [((normal(2, 3, 8), normal(2, 5, 8), normal(2, 5, 4)), {})]
-    padding = torch.tensor([[True, True, True, False, False], [True] * 5]).unsqueeze(1)
-    cases.append(((normal(2, 3, 8), normal(2, 5, 8), normal(2, 5, 4)), {"mask": padding}))
-    future = torch.ones(1, 4, 4, dtype=torch.bool).tril()
-    cases.append(((normal(1, 4, 64), normal(1, 4, 64), normal(1, 4, 3)), {"mask": future}))
-    cases.append(((10 * normal(3, 2, 16), 10 * normal(3, 6, 16), normal(3, 6, 5)), {}))
-    return cases
-
-
-def _attention_output(query, key, value, mask=None):
-    return attention(query, key, value, mask)[0]
-
-
-def _scores_with(query, key, value, mask, scale, axis=-1, fill_where_true=False):
-    scores = query @ key.transpose(-2, -1) / scale
-    if mask is not None:
-        scores = scores.masked_fill(mask if fill_where_true else ~mask, float("-inf"))
-    return scores.softmax(dim=axis).nan_to_num() @ value
-
-
-exercise_1_2 = Exercise(
-    "exercise 1.2 (scaled dot-product attention)",
-    "my_attention(query, key, value, mask=None) -> softmax(Q K^T / sqrt(d_k)) V",
-    _attention_output,
-    _cases_attention,
-    (
-        Mistake(
-            "the scores are not divided by sqrt(d_k) (section 3.2.1).",
-            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, 1.0),
-        ),
-        Mistake(
-            "the scores are divided by d_k, not by its square root.",
-            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, q.size(-1)),
-        ),
-        Mistake(
-            "the softmax runs over the queries (dim=-2); each query's weights must sum to 1 over "
-            "the keys (dim=-1).",
-            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, math.sqrt(q.size(-1)), -2),
-        ),
-        Mistake(
-            "the mask is ignored: masked positions must get -inf before the softmax.",
-            lambda q, k, v, mask=None: _scores_with(q, k, v, None, math.sqrt(q.size(-1))),
-        ),
-        Mistake(
-            "the mask is read the wrong way round: True means 'may attend', so fill where it is False.",
-            lambda q, k, v, mask=None: _scores_with(
-                q, k, v, mask, math.sqrt(q.size(-1)), fill_where_true=True
-            ),
-        ),
-    ),
-)
-
-exercise_1_3 = Exercise(
-    "exercise 1.3 (the subsequent mask)",
-    "my_subsequent_mask(size) -> (1, size, size) bool, True where j <= i",
-    subsequent_mask,
-    lambda: [((size,), {}) for size in (1, 2, 5, 9)],
-    (
-        Mistake(
-            "the diagonal is missing: a position may attend to itself (j = i), only not to later ones.",
-            lambda size: torch.ones(1, size, size, dtype=torch.bool).tril(-1),
-        ),
-        Mistake(
-            "the mask is transposed: it lets position i see the future (j > i) instead of the past.",
-            lambda size: torch.ones(1, size, size, dtype=torch.bool).triu(),
-        ),
-        Mistake(
-            "the shape lacks the leading batch dimension of 1: (1, size, size).",
-            lambda size: torch.ones(size, size, dtype=torch.bool).tril(),
-        ),
-    ),
-)
-
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch01_attention import exercise_1_2, exercise_1_3
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_attention(query, key, value, mask=None):

@@ -15,6 +15,9 @@
 # probability for every word of the target vocabulary. Both are stacks of $N = 6$ identical
 # layers, and every layer's inputs and outputs have the same width, $d_\text{model} = 512$, so the
 # layers can be stacked and wrapped in residual connections freely.
+#
+# The code that draws this chapter's charts is in `annotated/figures/ch02_model.py`, and its
+# exercises' checks in `annotated/exercises/ch02_model.py`; the cells here only call them.
 
 # %%
 from __future__ import annotations
@@ -24,19 +27,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.ch01_attention import KeyValues, MultiHeadAttention, padding_mask
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
+from annotated.ch01_attention import KeyValues, MultiHeadAttention
 
 # %% tags=["active-ipynb"]
-# from annotated.figures import use_book_charts
+# from annotated.figures import rounded, use_book_charts
+# from annotated.figures.ch02_model import (
+#     gradient_chart, gradient_norms_by_layer, positional_chart, similarity_chart,
+# )
 #
-# use_book_charts()
+# use_book_charts()  # offline, byte-stable charts (see annotated/figures/__init__.py)
 # _ = torch.manual_seed(0)  # every random draw below is repeatable
 
 # %% [markdown]
@@ -80,12 +83,9 @@ class ModelConfig:
                 "(the paper: d_model=512, h=8) or set d_k and d_v explicitly"
             )
         # A frozen dataclass can still fill in its own derived fields here, once.
-        object.__setattr__(
-            self, "d_k", self.d_k if self.d_k is not None else self.d_model // self.h
-        )
-        object.__setattr__(
-            self, "d_v", self.d_v if self.d_v is not None else self.d_model // self.h
-        )
+        per_head = self.d_model // self.h
+        object.__setattr__(self, "d_k", per_head if self.d_k is None else self.d_k)
+        object.__setattr__(self, "d_v", per_head if self.d_v is None else self.d_v)
         if self.d_k <= 0 or self.d_v <= 0:
             raise ValueError(f"d_k and d_v must be positive, got d_k={self.d_k}, d_v={self.d_v}")
         for name in ("p_drop", "p_attn_drop"):
@@ -198,9 +198,9 @@ class LayerNorm(nn.Module):
 
 # %% [markdown]
 # The model itself uses `nn.LayerNorm`: it computes the same function, as the check shows, with
-# one fused kernel instead of several separate operations. (The original Annotated Transformer writes its own version,
-# which divides by the standard deviation with $d_\text{model} - 1$ in the denominator and adds
-# $\epsilon$ to it outside the square root: a slightly different function.)
+# one fused kernel instead of several separate operations. (The original Annotated Transformer
+# writes its own version, which divides by the standard deviation with $d_\text{model} - 1$ in the
+# denominator and adds $\epsilon$ to it outside the square root: a slightly different function.)
 #
 # ### Post-norm (the paper) and pre-norm (an option)
 #
@@ -469,9 +469,8 @@ def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.floa
             f"the sinusoidal encoding pairs dimensions, so d_model must be even, got {d_model}"
         )
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (max_len, 1)
-    frequency = 10000.0 ** (
-        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
-    )  # (d_model/2,)
+    # One frequency per (sin, cos) pair of dimensions: (d_model/2,)
+    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     table = torch.empty(max_len, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency)
@@ -522,78 +521,8 @@ class LearnedPositions(nn.Module):
 # A picture of the first 100 positions and 64 dimensions: fast oscillations on the left,
 # slow drifts on the right. Every row is different, so every position has a unique signature.
 
-
-# %%
-def positional_heatmap(positions: int = 100, d_model: int = 64) -> alt.Chart:
-    """Heatmap of the sinusoidal encodings: position against dimension."""
-    table = sinusoidal_table(positions, d_model)
-    frame = pd.DataFrame(
-        [
-            {"position": pos, "dimension": dim, "value": table[pos, dim].item()}
-            for pos in range(positions)
-            for dim in range(d_model)
-        ]
-    )
-    return (
-        alt.Chart(rounded(frame))
-        .mark_rect()
-        .encode(
-            x=alt.X(
-                "dimension:O",
-                title="dimension of the encoding",
-                axis=alt.Axis(values=list(range(0, d_model, 8))),
-            ),
-            y=alt.Y(
-                "position:O",
-                title="position in the sentence",
-                axis=alt.Axis(values=list(range(0, positions, 10))),
-            ),
-            color=alt.Color(
-                "value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="PE"
-            ),
-            tooltip=["position", "dimension", "value"],
-        )
-        .properties(
-            width=420, height=300, title=f"Sinusoidal positional encoding (d_model = {d_model})"
-        )
-    )
-
-
-def positional_curves(
-    dimensions: tuple[int, ...] = (2, 3, 12, 24), positions: int = 100, d_model: int = 64
-) -> alt.Chart:
-    """A few dimensions of the encoding as curves over position."""
-    table = sinusoidal_table(positions, d_model)
-    frame = pd.DataFrame(
-        [
-            {
-                "position": pos,
-                "dimension": f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})",
-                "value": table[pos, dim].item(),
-            }
-            for dim in dimensions
-            for pos in range(positions)
-        ]
-    )
-    return (
-        alt.Chart(rounded(frame))
-        .mark_line()
-        .encode(
-            x=alt.X("position:Q", title="position"),
-            y=alt.Y("value:Q", title="PE(position, dimension)"),
-            color=alt.Color("dimension:N", title="dimension"),
-            tooltip=["position", "dimension", "value"],
-        )
-        .properties(
-            width=420,
-            height=180,
-            title="Dimensions 2 and 3 share one frequency; higher dimensions oscillate more slowly",
-        )
-    )
-
-
 # %% tags=["active-ipynb"]
-# (positional_heatmap() & positional_curves()).properties(title="Section 3.5's positional encoding")
+# positional_chart()
 
 # %% [markdown]
 # ### Checking the claim that $PE_{pos+k}$ is a linear function of $PE_{pos}$
@@ -630,13 +559,7 @@ def rotation_for_offset(k: int, d_model: int) -> Tensor:
 def linear_offset_check(offsets: list[int], d_model: int = 64, span: int = 20_000) -> pd.DataFrame:
     """Largest error of PE(pos+k) = M_k PE(pos), with M_k from the formula and fitted by least squares."""
     # Float64 throughout, so the errors show the mathematics rather than float32 rounding.
-    position = torch.arange(span + max(offsets), dtype=torch.float64).unsqueeze(1)
-    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-    table = torch.empty(len(position), d_model, dtype=torch.float64)
-    table[:, 0::2], table[:, 1::2] = (
-        torch.sin(position * frequency),
-        torch.cos(position * frequency),
-    )
+    table = sinusoidal_table(span + max(offsets), d_model, torch.float64)
     fit, held_out = torch.arange(0, span, 2), torch.arange(1, span, 2)  # even / odd positions
     rows = []
     for k in offsets:
@@ -668,8 +591,8 @@ def _below(error: float, bound: float) -> str:
 # %% [markdown]
 # Both errors are at the level of double-precision rounding (about $10^{-12}$ here; the exact
 # figure depends on the CPU and its linear-algebra library, so the table prints only the bound):
-# a fixed linear map really does shift every position by $k$. Whether a trained model exploits this is another matter, but the
-# mechanism is there for attention to use.
+# a fixed linear map really does shift every position by $k$. Whether a trained model exploits
+# this is another matter, but the mechanism is there for attention to use.
 #
 # ### Past the end of the table
 #
@@ -704,26 +627,6 @@ def position_similarity(
             dot = (table[p] @ table[p + k]).item() / (d_model / 2)
             rows.append({"anchor p": f"p = {p:,}", "offset k": k, "similarity": dot})
     return pd.DataFrame(rows)
-
-
-def similarity_chart(frame: pd.DataFrame) -> alt.Chart:
-    """Similarity of two positions' encodings against their distance, one line per anchor."""
-    return (
-        alt.Chart(rounded(frame))
-        .mark_line(point=alt.OverlayMarkDef(size=12))
-        .encode(
-            x=alt.X("offset k:Q", title="distance k between the two positions"),
-            y=alt.Y("similarity:Q", title="PE(p) · PE(p + k) / (d_model / 2)"),
-            color=alt.Color("anchor p:N", sort=None, title="where the pair sits"),
-            strokeDash=alt.StrokeDash("anchor p:N", sort=None, title="where the pair sits"),
-            tooltip=["anchor p", "offset k", "similarity"],
-        )
-        .properties(
-            width=420,
-            height=200,
-            title="Two positions' encodings compare the same wherever they sit",
-        )
-    )
 
 
 # %% tags=["active-ipynb"]
@@ -863,14 +766,11 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
         config = replace(ModelConfig(vocab, vocab, share_embeddings=True), **changes)
         with torch.device("meta"):
             ours = count_parameters(make_model(config))
+        sizes = {name: getattr(config, name) for name in ("N", "d_model", "d_ff", "h", "d_k")}
         rows.append(
             {
                 "Table 3 row": row,
-                "N": config.N,
-                "d_model": config.d_model,
-                "d_ff": config.d_ff,
-                "h": config.h,
-                "d_k": config.d_k,
+                **sizes,
                 "ours (M)": round(ours / 1e6, 1),
                 "paper (M)": paper_millions,
                 "difference": f"{100 * (ours / 1e6 - paper_millions) / paper_millions:+.1f}%",
@@ -906,7 +806,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # Chapter 3 trains it.
 
 # %% tags=["active-ipynb"]
-# from annotated.ch01_attention import subsequent_mask
+# from annotated.ch01_attention import padding_mask, subsequent_mask
 #
 # PAD = 0
 # tiny = make_model(ModelConfig(src_vocab=11, tgt_vocab=11, N=2)).eval()
@@ -940,64 +840,8 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # Section 2 said pre-norm is easier to train. One way to see why, before any training: send a
 # gradient back through a freshly initialized encoder and measure how large it is at each
 # layer's parameters. We use a 12-layer stack so the trend is easy to see, average over five
-# random initializations, and switch dropout off.
-
-
-# %%
-def gradient_norms_by_layer(seeds: int = 5, N: int = 6, d_model: int = 128) -> pd.DataFrame:
-    """Mean gradient norm of each encoder layer's parameters at initialization, post- and pre-norm."""
-    rows = []
-    for norm_first in (False, True):
-        totals = torch.zeros(N, dtype=torch.float64)
-        for seed in range(seeds):
-            torch.manual_seed(seed)
-            config = ModelConfig(
-                50,
-                50,
-                N=N,
-                d_model=d_model,
-                d_ff=4 * d_model,
-                h=4,
-                p_drop=0.0,
-                norm_first=norm_first,
-            )
-            # float64: the norms then differ between machines only by the last bits of the
-            # random initial weights, far below the three digits the table shows.
-            model = make_model(config).double()
-            src = torch.randint(1, 50, (8, 20))
-            memory = model.encode(src, padding_mask(src, 0))
-            # A fixed random direction as the "loss": its gradient is a generic signal from the top.
-            (memory * torch.randn_like(memory)).sum().backward()
-            for i, layer in enumerate(model.encoder.layers):
-                squares = sum(p.grad.pow(2).sum() for p in layer.parameters())
-                totals[i] += squares.sqrt().item()
-        for i in range(N):
-            rows.append(
-                {
-                    "layer": i + 1,
-                    "arrangement": "pre-norm" if norm_first else "post-norm (paper)",
-                    "gradient norm": totals[i].item() / seeds,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
-    """Gradient norm per encoder layer for the two arrangements."""
-    return (
-        alt.Chart(rounded(frame))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("layer:O", title="encoder layer (1 = bottom)"),
-            y=alt.Y(
-                "gradient norm:Q", scale=alt.Scale(type="log"), title="gradient norm (log scale)"
-            ),
-            color=alt.Color("arrangement:N", title="arrangement"),
-            tooltip=["layer", "arrangement", "gradient norm"],
-        )
-        .properties(width=420, height=220, title="Gradient reaching each layer at initialization")
-    )
-
+# random initializations, and switch dropout off. The measurement, `gradient_norms_by_layer`,
+# sits with its chart in `annotated/figures/ch02_model.py`.
 
 # %% tags=["active-ipynb"]
 # norms = gradient_norms_by_layer(N=12)
@@ -1073,91 +917,9 @@ def gradient_chart(frame: pd.DataFrame) -> alt.Chart:
 # biases exist either way).
 #
 # </details>
-
-
-# %%
-def _cases_layer_norm() -> list:
-    generator = torch.Generator().manual_seed(22)
-    cases = []
-    for shape, loc, spread in (((4, 16), 0.0, 1.0), ((2, 3, 8), 5.0, 3.0), ((3, 6), 0.0, 1e-3)):
-        x = loc + spread * torch.randn(*shape, generator=generator, dtype=torch.float64)
-        weight = 1 + 0.5 * torch.randn(shape[-1], generator=generator, dtype=torch.float64)
-        bias = torch.randn(shape[-1], generator=generator, dtype=torch.float64)
-        cases.append(((x, weight, bias), {}))
-    return cases
-
-
-def _layer_norm_with(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
-    mean = x.mean(dim=dim, keepdim=True)
-    variance = x.var(dim=dim, keepdim=True, unbiased=unbiased)
-    spread = variance.sqrt() + eps if eps_outside else (variance + eps).sqrt()
-    return weight * (x - mean) / spread + bias
-
-
-exercise_2_2 = Exercise(
-    "exercise 2.2 (layer normalization)",
-    "my_layer_norm(x, weight, bias, eps=1e-5) -> weight * (x - mean) / sqrt(var + eps) + bias",
-    lambda x, weight, bias, eps=1e-5: nn.functional.layer_norm(x, (x.size(-1),), weight, bias, eps),
-    _cases_layer_norm,
-    (
-        Mistake(
-            "the variance divides by d - 1 (unbiased); layer normalization divides by d.",
-            lambda x, w, b, eps=1e-5: _layer_norm_with(x, w, b, eps, unbiased=True),
-        ),
-        Mistake(
-            "epsilon is added to the standard deviation; it belongs inside the square root.",
-            lambda x, w, b, eps=1e-5: _layer_norm_with(x, w, b, eps, eps_outside=True),
-        ),
-        Mistake(
-            "this is the original Annotated Transformer's version: the d - 1 standard deviation "
-            "plus epsilon. Divide by d, and put epsilon inside the square root.",
-            lambda x, w, b, eps=1e-5: _layer_norm_with(
-                x, w, b, eps, unbiased=True, eps_outside=True
-            ),
-        ),
-        Mistake(
-            "the gain and the shift are swapped: weight multiplies, bias is added.",
-            lambda x, w, b, eps=1e-5: _layer_norm_with(x, b, w, eps),
-        ),
-    ),
-    atol=1e-9,
-)
-
-
-def _table_with(max_len, d_model, swap=False, exponent_of_i=False):
-    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
-    i = torch.arange(d_model // 2, dtype=torch.float64)
-    frequency = 10000.0 ** (-(i if exponent_of_i else 2 * i) / d_model)
-    first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
-    table = torch.empty(max_len, d_model, dtype=torch.float64)
-    table[:, 0::2], table[:, 1::2] = first(position * frequency), second(position * frequency)
-    return table
-
-
-exercise_2_3 = Exercise(
-    "exercise 2.3 (the sinusoidal table)",
-    "my_sinusoidal_table(max_len, d_model) -> (max_len, d_model) float64",
-    lambda max_len, d_model: sinusoidal_table(max_len, d_model, torch.float64),
-    lambda: [((max_len, d_model), {}) for max_len, d_model in ((5, 4), (50, 16), (20, 64))],
-    (
-        Mistake(
-            "sine and cosine are swapped: even dimensions (2i) get the sine.",
-            lambda n, d: _table_with(n, d, swap=True),
-        ),
-        Mistake(
-            "the exponent is i / d_model; it is 2i / d_model, with i the index of the sin/cos pair.",
-            lambda n, d: _table_with(n, d, exponent_of_i=True),
-        ),
-        Mistake(
-            "sines fill the first half and cosines the second; they alternate (0::2 and 1::2).",
-            lambda n, d: torch.cat([_table_with(n, d)[:, 0::2], _table_with(n, d)[:, 1::2]], dim=1),
-        ),
-    ),
-    atol=1e-9,
-)
-
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch02_model import exercise_2_2, exercise_2_3
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_layer_norm(x, weight, bias, eps=1e-5):

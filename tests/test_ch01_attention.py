@@ -9,18 +9,22 @@ from torch import nn
 
 from annotated.ch01_attention import (
     MultiHeadAttention,
-    all_queries_chart,
     attention,
     dot_product_spread,
-    heads_chart,
-    one_query_chart,
-    one_query_steps,
     padding_mask,
     softmax_saturation,
     subsequent_mask,
-    vectors_chart,
     walk_example,
     walk_heads,
+)
+from annotated.figures.ch01_attention import (
+    all_queries_chart,
+    decoder_masks_chart,
+    heads_chart,
+    one_query_chart,
+    one_query_steps,
+    saturation_chart,
+    vectors_chart,
 )
 
 
@@ -288,3 +292,21 @@ def test_the_walk_charts_are_plain_data():
     ):
         spec = chart.to_dict()
         assert spec["title"] and "hconcat" in spec
+
+
+def test_the_heads_chart_labels_its_rows_with_the_words_given():
+    words = walk_example()[0]
+    spec = heads_chart(words, walk_heads()).to_dict()
+    rows = {row["row"] for data in spec["datasets"].values() for row in data}
+    assert rows == {f"{i + 1} {word}" for i, word in enumerate(words)}
+
+
+def test_the_mask_and_saturation_charts_are_plain_data():
+    target = torch.tensor([[5, 8, 3, 0, 0]])
+    future, pads = subsequent_mask(5), padding_mask(target, 0)
+    spec = decoder_masks_chart(future, pads, ["<s>", "a", "b", "<pad>", "<pad>"]).to_dict()
+    # Cells allowed in each panel: the future's triangle, the 3 real keys in 5 rows, and both.
+    allowed = [sum(row["allowed"] for row in data) for data in spec["datasets"].values()]
+    assert sorted(allowed) == [12, 15, 15]
+    spec = saturation_chart(softmax_saturation([4, 16], draws=50)).to_dict()
+    assert spec["title"] and len(spec["vconcat"]) == 2

@@ -3,10 +3,12 @@
 import math
 from dataclasses import replace
 
+import altair as alt
 import pytest
 import torch
 from torch import nn
 
+from annotated import figures
 from annotated.ch01_attention import MultiHeadAttention, padding_mask, subsequent_mask
 from annotated.ch02_model import (
     DecoderLayer,
@@ -18,11 +20,18 @@ from annotated.ch02_model import (
     count_parameters,
     linear_offset_check,
     make_model,
+    position_similarity,
     rotation_for_offset,
     sinusoidal_table,
     table3_parameter_counts,
 )
 from annotated.ch06_decoding import DecoderCache
+from annotated.figures.ch02_model import (
+    gradient_chart,
+    gradient_norms_by_layer,
+    positional_chart,
+    similarity_chart,
+)
 
 PAD = 0
 
@@ -428,3 +437,28 @@ def test_model_rejects_mismatched_batches():
     src, tgt = torch.randint(1, 19, (2, 5)), torch.randint(1, 19, (3, 4))
     with pytest.raises(ValueError, match="batch sizes differ"):
         model(src, tgt, padding_mask(src, PAD), subsequent_mask(4))
+
+
+# ---------------------------------------------------------------- the charts' measurements
+
+
+def test_pre_norm_sends_less_gradient_to_the_top_layers_than_post_norm():
+    norms = gradient_norms_by_layer(seeds=2, N=6, d_model=64)
+    table = norms.pivot(index="layer", columns="arrangement", values="gradient norm")
+    pre, post = table["pre-norm"], table["post-norm (paper)"]
+    assert list(table.index) == [1, 2, 3, 4, 5, 6]
+    assert pre.is_monotonic_decreasing  # the gradient shrinks from the bottom to the top
+    assert pre[6] < 0.7 * post[6]  # the text: at the top about a third to a half of post-norm's
+    assert post.max() < 1.2 * post.min()  # post-norm: nearly the same at every layer
+
+
+def test_the_charts_are_plain_data():
+    similarity = position_similarity([50, 600], offsets=range(-3, 4), d_model=16)
+    charts = (
+        positional_chart(),
+        similarity_chart(similarity),
+        gradient_chart(gradient_norms_by_layer(seeds=1, N=2, d_model=32)),
+    )
+    # The book's renderer allows the heatmap's 6,400 cells; Altair's default stops at 5,000.
+    with alt.data_transformers.enable("default", max_rows=figures.MAX_ROWS):
+        assert all(chart.to_dict()["title"] for chart in charts)
