@@ -28,37 +28,31 @@
 # %%
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
-import json
 import math
-import os
-import statistics
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
-
-import altair as alt
 import pandas as pd
 import torch
 
 from annotated.ch02_model import count_parameters
-from annotated.ch03_training import evaluate, label_smoothing_loss, train
-from annotated.ch05_text import BatchPlan, Corpus, load_multi30k, make_batch, token_batches
+from annotated.ch03_training import evaluate
+from annotated.ch05_text import Corpus, load_multi30k, make_batch, token_batches
 from annotated.ch06_decoding import DecodeConfig, evaluate_split
 from annotated.ch07_multi30k import train_multi30k
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
-from annotated.files import REPO_ROOT, FolderInUseError, atomic_write, folder_lock, in_checkout
-from annotated.runs import RUNS_DIR, RunConfig, machine, new_model, pick_profile
+from annotated.machine import Timing, describe
+from annotated.runs import RUNS_DIR, RunConfig, pick_profile
+from annotated.sweeps import (
+    RESULTS_DIR,
+    Job,
+    config_folder,
+    config_identity,
+    config_step_costs,
+    current_lines,
+    read_results,
+    run_jobs,
+)
 
 # %% tags=["active-ipynb"]
 # from IPython.display import display
@@ -261,8 +255,8 @@ BASE = RunConfig(
 
 
 @dataclass(frozen=True)
-class Table3Plan:
-    """What a profile measures: the base, the variants, and the seeds the base is trained with."""
+class Table3Sweep:
+    """What a profile trains: the base, the variants, the seeds of the base, and where it records."""
 
     base: RunConfig
     variants: tuple[Variant, ...]
@@ -272,35 +266,31 @@ class Table3Plan:
     cost_steps: int = 12  # steps per round when measuring the cost of a step (`step_costs`)
     cost_rounds: int = 3
 
-    def jobs(self) -> list[tuple[Variant, int]]:
+    def job(self, variant: Variant, seed: int) -> Job:
+        """The training of one variant with one seed, in a folder named by its configuration."""
+        config = variant.config(self.base, seed)
+        label = variant.name.replace(" ", "-").replace("_", "") + f"-seed{seed}"
+        key = {"row": variant.row, "variant": variant.name, "seed": seed}
+        folder = config_folder(self.runs, label, config)
+        return Job(f"{variant.name} (seed {seed})", key, config, folder)
+
+    def jobs(self) -> list[Job]:
         """Every (variant, seed) to train, in order: the base's seeds first."""
         base = [(v, seed) for v in self.variants if v.row == "base" for seed in self.base_seeds]
         rest = [(v, self.base_seeds[0]) for v in self.variants if v.row != "base"]
-        return base + rest
+        return [self.job(variant, seed) for variant, seed in base + rest]
 
 
 def _pick(names: set[str]) -> tuple[Variant, ...]:
     return tuple(v for v in VARIANTS if v.name in names)
 
 
-# The record: in a checkout, benchmarks/results/; an installed book carries a copy of it in its
-# environment's share/annotated/results/ (pyproject.toml's data-files).
-RESULTS_DIR = (
-    REPO_ROOT / "benchmarks" / "results"
-    if in_checkout()
-    else Path(sys.prefix) / "share" / "annotated" / "results"
-)
-
 TABLE3_PROFILES = {
-    "full": Table3Plan(
-        BASE,
-        VARIANTS,
-        (0, 1, 2),
-        RESULTS_DIR / "table3.json",
-        RUNS_DIR / "table3",
+    "full": Table3Sweep(
+        BASE, VARIANTS, (0, 1, 2), RESULTS_DIR / "table3.json", RUNS_DIR / "table3"
     ),
     # CI: the same code on a sliver of the data, one variant per letter
-    "smoke": Table3Plan(
+    "smoke": Table3Sweep(
         dataclasses.replace(
             BASE,
             train_pairs=1000,
@@ -323,22 +313,23 @@ TABLE3_PROFILES = {
 TABLE3_PROFILES["class"] = TABLE3_PROFILES["full"]
 
 
-def table3_plan(name: str | None = None) -> tuple[str, Table3Plan]:
-    """The plan the profile names (or $ANNOTATED_PROFILE, default "full")."""
+def table3_sweep(name: str | None = None) -> tuple[str, Table3Sweep]:
+    """The sweep the profile names (or $ANNOTATED_PROFILE, default "full")."""
     return pick_profile(TABLE3_PROFILES, name, "full")
 
 
-def plan_table(plan: Table3Plan) -> pd.DataFrame:
-    """Every model a plan trains, with the settings Table 3 varies."""
+table3_plan = table3_sweep  # its former name, which tests/test_runs.py and test_install.py call
+
+
+def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
+    """Every model a sweep trains, with the settings Table 3 varies."""
+    papers = {v.name: v.paper.setting if v.row != "base" else "base" for v in sweep.variants}
     rows = []
-    for variant, seed in plan.jobs():
-        config = variant.config(plan.base, seed)
-        model = config.model_config(1, 1)  # vocabulary sizes do not matter here
+    for job in sweep.jobs():
+        model = job.config.model_config(1, 1)  # vocabulary sizes do not matter here
         rows.append(
             {
-                "row": variant.row,
-                "variant": variant.name,
-                "seed": seed,
+                **job.key,  # row, variant, seed
                 "N": model.N,
                 "d_model": model.d_model,
                 "d_ff": model.d_ff,
@@ -346,20 +337,20 @@ def plan_table(plan: Table3Plan) -> pd.DataFrame:
                 "d_k": model.d_k,
                 "d_v": model.d_v,
                 "P_drop": model.p_drop,
-                "eps_ls": config.eps_ls,
+                "eps_ls": job.config.eps_ls,
                 "positions": "learned" if model.learned_positions else "sinusoids",
-                "paper's line": variant.paper.setting if variant.row != "base" else "base",
+                "paper's line": papers[job.key["variant"]],
             }
         )
     return pd.DataFrame(rows)
 
 
 # %% [markdown]
-# The twenty-one models of the full plan, with what each changes. (The smoke profile trains tiny
+# The twenty-one models of the full sweep, with what each changes. (The smoke profile trains tiny
 # versions of six of these lines: the base, with two seeds, and one variant of each row.)
 
 # %% tags=["active-ipynb"]
-# plan_table(TABLE3_PROFILES["full"])
+# jobs_table(TABLE3_PROFILES["full"])
 
 
 # %% [markdown]
@@ -380,13 +371,14 @@ def plan_table(plan: Table3Plan) -> pd.DataFrame:
 #   search turned out about half as noisy as greedy decoding, one more reason to compare by it.
 # * **Parameters**, and **training minutes** (the steps' own time, evaluation left out). Minutes can
 #   be compared only between lines trained on the same machine under the same load, so each line
-#   also records the machine, the load average before and after it, and the share of the CPU the
-#   process got.
+#   also records the machine, the load average before and while it ran, and the share of the CPU
+#   the process got (`annotated/machine.py`).
 #
-# `run_table3` goes through a plan's lines in order, skips each one already recorded with the same
+# `run_table3` goes through a sweep's lines in order, skips each one already recorded with the same
 # configuration, and rewrites the record after every line (atomically, so it is never left
 # half-written). `make table3` can therefore be stopped at any moment and started again: at most the
-# line in progress is retrained, and only from its last checkpoint.
+# line in progress is retrained, and only from its last checkpoint. The machinery it shares with
+# the other sweep of the book, the recipe search for chapter 7, is in `annotated/sweeps.py`.
 
 
 # %%
@@ -401,26 +393,24 @@ def perplexity(model: torch.nn.Module, corpus: Corpus, split: str, config: RunCo
     return math.exp(evaluate(model, batches, eps_ls=0.0, precision=config.precision))
 
 
-def measure(variant: Variant, seed: int, plan: Table3Plan, corpus: Corpus) -> dict:
+def measure(job: Job, corpus: Corpus) -> dict:
     """Train (or resume, or load) one variant with one seed; its Table 3 line, as a dict."""
-    config = variant.config(plan.base, seed)
-    load_before = os.getloadavg()
-    wall, cpu = time.perf_counter(), time.process_time()
-    run = train_multi30k(config, run_folder(plan, variant, seed), False, corpus)
+    config = job.config
+    with Timing(torch.get_num_threads()) as timing:
+        run = train_multi30k(config, job.folder, False, corpus)
+        # The run's last evaluation scored these weights already, greedily, as we would here.
+        greedy = run.evals.iloc[-1]
+        if int(greedy["step"]) != int(run.history.step.max()):
+            raise RuntimeError(
+                f"{run.folder}: its last evaluation is not of its last step; retrain it"
+            )
+        beam, alpha = config.decoding.beam, config.decoding.alpha
+        beamed, _ = evaluate_split(
+            run.translator, corpus, "val", config.val_sentences, beam, alpha, False
+        )
     model = run.translator.model
-    # The run's last evaluation scored these weights already, greedily, as we would here.
-    greedy = run.evals.iloc[-1]
-    if int(greedy["step"]) != int(run.history.step.max()):
-        raise RuntimeError(f"{run.folder}: its last evaluation is not of its last step; retrain it")
-    beam, alpha = config.decoding.beam, config.decoding.alpha
-    beamed, _ = evaluate_split(
-        run.translator, corpus, "val", config.val_sentences, beam, alpha, False
-    )
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {
-        "row": variant.row,
-        "variant": variant.name,
-        "seed": seed,
+        **job.key,  # row, variant, seed
         "parameters": count_parameters(model),
         "steps": int(run.history.step.max()),
         "train minutes": round(float(run.history.seconds.sum()) / 60, 2),
@@ -428,133 +418,39 @@ def measure(variant: Variant, seed: int, plan: Table3Plan, corpus: Corpus) -> di
         "val BLEU": float(greedy["val BLEU"]),
         f"val BLEU beam {beam}": beamed["BLEU"],
         "val BLEU by step": run.evals[["step", "val BLEU"]].values.tolist(),
-        "config": dataclasses.asdict(config),
-        "machine": machine(),
-        "load average before": [round(x, 2) for x in load_before],
-        "load average after": [round(x, 2) for x in os.getloadavg()],
-        "cpu share": round(cpu / max(wall, 1e-9) / torch.get_num_threads(), 2),
+        "config": config_identity(config),
+        "machine": describe(),
+        "timing": timing.conditions(),
     }
 
 
-def run_folder(plan: Table3Plan, variant: Variant, seed: int) -> Path:
-    """The line's run folder: named by the variant, the seed and a digest of the whole configuration,
-    so that a changed plan trains afresh instead of resuming another configuration's checkpoint."""
-    config = json.dumps(dataclasses.asdict(variant.config(plan.base, seed)), sort_keys=True)
-    digest = hashlib.sha256(config.encode()).hexdigest()[:8]
-    name = variant.name.replace(" ", "-").replace("_", "")
-    return plan.runs / f"{name}-seed{seed}-{digest}"
+def run_table3(
+    sweep: Table3Sweep, corpus: Corpus | None = None, progress: bool = True
+) -> list[dict]:
+    """Measure every line of the sweep not yet recorded with its configuration; all the lines."""
+
+    def measure_line(job: Job) -> dict:
+        nonlocal corpus
+        corpus = corpus or load_multi30k(sweep.base.vocab_size, sweep.base.min_freq)
+        return measure(job, corpus)
+
+    def summary(line: dict) -> str:
+        beam = f"val BLEU beam {sweep.base.decoding.beam}"
+        return (
+            f"{line['train minutes']} min, PPL {line['val PPL']}, "
+            f"BLEU {line['val BLEU']} greedy, {line[beam]} beam"
+        )
+
+    return run_jobs(sweep.jobs(), sweep.results, measure_line, summary if progress else None)
 
 
-def read_record(path: Path) -> dict:
-    """The whole record: {"lines": [...]} and, once measured, {"step costs": {...}}."""
-    if not path.exists():
-        return {"lines": []}
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(record.get("lines"), list):
-            raise KeyError("lines")
-        return record
-    except (ValueError, KeyError, AttributeError) as error:
-        raise ValueError(
-            f"{path} is not a Table 3 record ({error!r}); move it away and run `make table3` again"
-        ) from None
+def recorded_lines(sweep: Table3Sweep, train: bool) -> list[dict]:
+    """The sweep's lines as recorded (trained first where missing, when `train`), naming any missing.
 
-
-def read_results(path: Path) -> list[dict]:
-    """The lines recorded so far (none if the file does not exist yet)."""
-    return read_record(path)["lines"]
-
-
-@contextlib.contextmanager
-def updating_record(path: Path) -> Iterator[dict]:
-    """Read the record, let the block change it, write it back atomically, all under a lock.
-
-    Several `make table3` workers (`--shard`) may finish lines at the same time; the lock makes
-    each one re-read the record and add to it, never write over another's line. (Where the system
-    has no `fcntl`, as on Windows, there is no lock: run one worker there.)
+    A line recorded with another configuration (an older sweep) is left out, as if missing.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as lock:
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        record = read_record(path)
-        yield record
-        with atomic_write(path, "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=1)
-
-
-def _current(lines: list[dict], plan: Table3Plan, variant: Variant, seed: int) -> dict | None:
-    """The recorded line of (variant, seed), if it was measured with the plan's configuration."""
-    config = json.loads(json.dumps(dataclasses.asdict(variant.config(plan.base, seed))))
-    for line in lines:
-        if (line["variant"], line["seed"]) == (variant.name, seed) and line["config"] == config:
-            return line
-    return None
-
-
-def run_table3(plan: Table3Plan, corpus: Corpus | None = None, progress: bool = True) -> list[dict]:
-    """Measure every (variant, seed) of the plan not yet recorded with the same configuration.
-
-    The record gains each line as soon as it is measured, so a stopped run loses at most the line
-    in progress, and that one resumes from its last checkpoint. Several workers can share a plan
-    (run the command twice): each line is claimed by the worker that trains it, and the others
-    pass over it.
-    """
-    jobs = plan.jobs()
-    order = {(v.name, seed): i for i, (v, seed) in enumerate(jobs)}
-    for number, (variant, seed) in enumerate(jobs, 1):
-        if _current(read_results(plan.results), plan, variant, seed):
-            continue
-        with contextlib.ExitStack() as claim:
-            try:  # the run folder's lock is the worker's claim on the line
-                claim.enter_context(folder_lock(run_folder(plan, variant, seed)))
-            except FolderInUseError:
-                continue  # another worker is training this line
-            # Re-read: another worker may have finished the line since.
-            if _current(read_results(plan.results), plan, variant, seed):
-                continue
-            corpus = corpus or load_multi30k(plan.base.vocab_size, plan.base.min_freq)
-            if progress:
-                print(
-                    f"[{number}/{len(jobs)}] {variant.row} {variant.name}, seed {seed}", flush=True
-                )
-            line = measure(variant, seed, plan, corpus)
-            with updating_record(plan.results) as record:
-                others = [
-                    x for x in record["lines"] if (x["variant"], x["seed"]) != (variant.name, seed)
-                ]
-                record["lines"] = sorted(
-                    [*others, line], key=lambda x: order.get((x["variant"], x["seed"]), len(order))
-                )
-        if progress:
-            print(
-                f"    {line['train minutes']} min, PPL {line['val PPL']}, BLEU {line['val BLEU']} greedy, "
-                f"{line[f'val BLEU beam {plan.base.decoding.beam}']} beam",
-                flush=True,
-            )
-    return read_results(plan.results)
-
-
-def missing_lines(plan: Table3Plan, lines: list[dict]) -> list[str]:
-    """The plan's lines that `lines` lacks (or holds with another configuration), by name."""
-    return [
-        f"{variant.name} (seed {seed})"
-        for variant, seed in plan.jobs()
-        if not _current(lines, plan, variant, seed)
-    ]
-
-
-def recorded_lines(plan: Table3Plan, train: bool) -> list[dict]:
-    """The plan's lines as recorded (trained first where missing, when `train`), naming any missing.
-
-    A line recorded with another configuration (an older plan) is left out, as if missing.
-    """
-    lines = run_table3(plan, progress=False) if train else read_results(plan.results)
-    missing = missing_lines(plan, lines)
-    if missing:
-        print(f"{len(missing)} of {len(plan.jobs())} lines are not measured yet: run `make table3`")
-        print("missing: " + ", ".join(missing))
-    return [line for v, seed in plan.jobs() if (line := _current(lines, plan, v, seed))]
+    lines = run_table3(sweep, progress=False) if train else read_results(sweep.results)
+    return current_lines(sweep.jobs(), lines, "make table3")
 
 
 # %% [markdown]
@@ -563,9 +459,9 @@ def recorded_lines(plan: Table3Plan, train: bool) -> list[dict]:
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
-# profile, plan = table3_plan()  # executed with "full"; CI runs "smoke"
-# lines = recorded_lines(plan, train=profile == "smoke")
-# print(f"profile {profile}: {len(lines)} lines, from {plan.results.parent.name}/{plan.results.name}")
+# profile, sweep = table3_sweep()  # executed with "full"; CI runs "smoke"
+# lines = recorded_lines(sweep, train=profile == "smoke")
+# print(f"profile {profile}: {len(lines)} lines, from {'/'.join(sweep.results.parts[-2:])}")
 # print(f"trained on: {sorted({line['machine'] for line in lines})}")
 
 
@@ -642,15 +538,8 @@ def table3_frame(lines: list[dict]) -> pd.DataFrame:
 # %%
 BLEU = f"val BLEU beam {BASE.decoding.beam}"  # the paper's Table 3 is scored with beam search too
 METRICS = {BLEU: "higher", "val PPL": "lower"}
-
-
-BAND_SIGMAS = 2.0
-
-
-PAPER_SAME = {
-    BLEU: 0.2,
-    "val PPL": 1.0,
-}
+BAND_SIGMAS = 2.0  # a change is real beyond this many standard deviations of the base's seeds
+PAPER_SAME = {BLEU: 0.2, "val PPL": 1.0}  # a paper change below these reads as "same"
 
 
 def noise_band(lines: list[dict]) -> pd.DataFrame:
@@ -687,7 +576,8 @@ def _direction(change: float, better: str, same_below: float) -> str:
     return "better" if (change > 0) == (better == "higher") else "worse"
 
 
-def _ppl_percent(ppl: float, base: float) -> float:
+def ppl_percent(ppl: float, base: float) -> float:
+    """A perplexity's change from the base's, in percent of the base's."""
     return 100 * (ppl / base - 1)
 
 
@@ -717,8 +607,8 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
         for metric, better in METRICS.items():
             mean = band.loc[metric, "mean"]
             if metric == "val PPL":
-                change = _ppl_percent(line[metric], mean)
-                paper_change = _ppl_percent(paper.ppl, PAPER_BASE.ppl)
+                change = ppl_percent(line[metric], mean)
+                paper_change = ppl_percent(paper.ppl, PAPER_BASE.ppl)
                 noise = 100 * band.loc[metric, "band"] / mean
                 label = "PPL %"
             else:
@@ -744,145 +634,17 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # %% [markdown]
 # The same, as a picture: each variant's change (blue) and the paper's (orange) on one axis, the
 # base's band in grey, and the base's seeds themselves at the bottom (their spread is the band).
-
-# %%
-OURS, PAPERS = "this book (Multi30k, one seed)", "the paper (WMT, newstest2013)"
-
-
-def change_points(lines: list[dict]) -> pd.DataFrame:
-    """The points of the change chart: each variant's change (ours and the paper's) and each base seed's."""
-    band = noise_band(lines)
-    changes = comparison(lines)
-    points = []
-    for _, row in changes.iterrows():
-        label = f"{row['row']}: {row['variant']}"
-        for metric in ("BLEU", "PPL %"):
-            points.append(
-                {"line": label, "metric": metric, "who": OURS, "change": row[f"Δ {metric}"]}
-            )
-            points.append(
-                {"line": label, "metric": metric, "who": PAPERS, "change": row[f"paper Δ {metric}"]}
-            )
-    for line in lines:
-        if line["row"] == "base":
-            label = f"base: seed {line['seed']}"
-            bleu = line[BLEU] - band.loc[BLEU, "mean"]
-            ppl = _ppl_percent(line["val PPL"], band.loc["val PPL", "mean"])
-            for metric, value in (("BLEU", bleu), ("PPL %", ppl)):
-                points.append(
-                    {"line": label, "metric": metric, "who": "base seeds", "change": value}
-                )
-    return rounded(pd.DataFrame(points))
-
-
-def change_chart(lines: list[dict]) -> alt.HConcatChart:
-    """Each variant's change against the base, ours and the paper's, over the base's noise band."""
-    band = noise_band(lines)
-    points = change_points(lines)
-    order = list(dict.fromkeys(points["line"]))
-    widths = {
-        "BLEU": band.loc[BLEU, "band"],
-        "PPL %": 100 * band.loc["val PPL", "band"] / band.loc["val PPL", "mean"],
-    }
-    titles = {
-        "BLEU": f"Change in validation BLEU, beam {BASE.decoding.beam} (points; right is better)",
-        "PPL %": "Change in validation perplexity (%; left is better)",
-    }
-    panels = []
-    for metric, width in widths.items():
-        data = points[points.metric == metric]
-        shade = (
-            alt.Chart(rounded(pd.DataFrame({"low": [-width], "high": [width]})))
-            .mark_rect(color="#dddddd")
-            .encode(x="low:Q", x2="high:Q")
-        )
-        zero = alt.Chart(pd.DataFrame({"zero": [0]})).mark_rule(color="#888888").encode(x="zero:Q")
-        dots = (
-            alt.Chart(data)
-            .mark_point(size=70, filled=True)
-            .encode(
-                x=alt.X("change:Q", title=titles[metric]),
-                y=alt.Y("line:N", sort=order, title=None),
-                color=alt.Color(
-                    "who:N",
-                    title=None,
-                    scale=alt.Scale(
-                        domain=[OURS, PAPERS, "base seeds"], range=["#1f5fa8", "#e07b00", "#777777"]
-                    ),
-                    legend=alt.Legend(orient="bottom"),
-                ),
-                shape=alt.Shape(
-                    "who:N",
-                    scale=alt.Scale(
-                        domain=[OURS, PAPERS, "base seeds"], range=["circle", "diamond", "stroke"]
-                    ),
-                    legend=None,
-                ),
-                tooltip=["line", "who", "change"],
-            )
-        )
-        panels.append((shade + zero + dots).properties(width=300, height=16 * len(order)))
-    return alt.hconcat(*panels).properties(
-        title=f"Table 3 at Multi30k scale: each change against the base (grey: ±{BAND_SIGMAS:g} "
-        f"standard deviations of the base over {int(band.loc[BLEU, 'seeds'])} seeds)"
-    )
-
+# (The drawing code of this chapter's charts is in `annotated/figures/ch09_table3.py`.)
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
+# from annotated.figures.ch09_table3 import change_chart, curves_chart, price_chart
+#
 # change_chart(lines)
 
 # %% [markdown]
 # How each line got there: validation BLEU at every evaluation (each half epoch and at the end), one
 # panel per row, with the base's seeds in grey behind.
-
-
-# %%
-def curves_chart(lines: list[dict]) -> alt.FacetChart:
-    """Validation BLEU (greedy) against steps, each variant beside the base's seeds, one panel per letter."""
-    rows = []
-    for line in lines:
-        for step, bleu in line["val BLEU by step"]:
-            rows.append(
-                {
-                    "line": line["variant"]
-                    if line["row"] != "base"
-                    else f"base, seed {line['seed']}",
-                    "row": line["row"],
-                    "step": int(step),
-                    "val BLEU": bleu,
-                }
-            )
-    frame = pd.DataFrame(rows)
-    letters = [letter for letter in "ABCDE" if letter in set(frame.row)]
-    base = frame[frame.row == "base"]
-    panels = pd.concat(
-        [
-            pd.concat([base.assign(panel=letter), frame[frame.row == letter].assign(panel=letter)])
-            for letter in letters
-        ]
-    )
-    panels["kind"] = panels["row"].where(panels["row"] == "base", "variant")
-    return (
-        alt.Chart(rounded(panels))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", title="training step"),
-            y=alt.Y("val BLEU:Q", title="validation BLEU (greedy)"),
-            detail="line:N",
-            color=alt.Color(
-                "kind:N",
-                title=None,
-                scale=alt.Scale(domain=["base", "variant"], range=["#bbbbbb", "#1f5fa8"]),
-            ),
-            tooltip=["line", "step", "val BLEU"],
-        )
-        .properties(width=170, height=150)
-        .facet(facet=alt.Facet("panel:N", title=None), columns=5)
-        .properties(
-            title="Validation BLEU during training: each row's variants (blue) and the base's seeds (grey)"
-        )
-    )
 
 
 # %% tags=["active-ipynb"]
@@ -996,99 +758,20 @@ def curves_chart(lines: list[dict]) -> alt.FacetChart:
 
 
 # %%
-def step_costs(plan: Table3Plan, corpus: Corpus) -> dict:
+def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
     """Seconds per training step of each variant on the same batches, in one process, alone."""
-    variants = sorted(plan.variants, key=lambda v: v.name != "base")  # the base first
-    configs = {v.name: v.config(plan.base, plan.base_seeds[0]) for v in variants}
-    return config_step_costs(configs, corpus, plan.cost_steps, plan.cost_rounds)
-
-
-def config_step_costs(configs: dict, corpus: Corpus, steps: int, rounds: int) -> dict:
-    """Seconds per training step of each named RunConfig (the first is the base), side by side.
-
-    Each round trains every configuration for `steps` steps with chapter 3's `train` (the first
-    step, which warms up, is not counted) on the same batches (the base's `max_tokens`); the rounds
-    alternate between the configurations, so that a change in the machine's load touches them all
-    alike. The cost of each is the median over its rounds, and its ratio to the base's is what the
-    chapter compares.
-    """
-    base = next(iter(configs))
-    specials = corpus.tgt_vocab.specials
-    first = configs[base]
-    batch_plan = BatchPlan.build(corpus.ids["train"][: first.train_pairs], first.max_tokens)
-    batches = [batch_plan.step(step, specials) for step in range(steps)]
-    seconds: dict[str, list[float]] = {name: [] for name in configs}
-    load_before = os.getloadavg()
-    for _ in range(rounds):
-        for name, config in configs.items():
-            model = new_model(config, corpus)
-            schedule = dataclasses.replace(config.train_config(steps), max_steps=steps, cooldown=0)
-            history = train(model, batches.__getitem__, schedule, progress=False)
-            seconds[name].append(float(history.seconds.iloc[1:].mean()))
-    median = {name: statistics.median(values) for name, values in seconds.items()}
-    return {
-        "seconds per step": {name: round(value, 4) for name, value in median.items()},
-        "relative to base": {
-            name: round(value / median[base], 3) for name, value in median.items()
-        },
-        "steps": steps,
-        "rounds": rounds,
-        "machine": machine(),
-        "load average before": [round(x, 2) for x in load_before],
-        "load average after": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def recorded_step_costs(plan: Table3Plan, train: bool) -> dict | None:
-    """The record's step costs (measured first if missing, when `train`); None if there are none."""
-    costs = read_record(plan.results).get("step costs")
-    if costs is None and train:
-        costs = step_costs(plan, load_multi30k(plan.base.vocab_size, plan.base.min_freq))
-        with updating_record(plan.results) as record:
-            record["step costs"] = costs
-    if costs is None:
-        print("the cost of a step is not measured yet: run `make table3`")
-    return costs
-
-
-def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
-    """Validation BLEU against the cost of a training step (the base's = 1): what each line bought."""
-    frame = lines_frame(lines)
-    frame["line"] = [
-        f"{row}: {name}" if row != "base" else f"base (seed {seed})"
-        for row, name, seed in zip(frame["row"], frame["variant"], frame["seed"], strict=True)
-    ]
-    frame["cost of a step"] = frame["variant"].map(costs["relative to base"])
-    frame = rounded(frame[["line", "row", "cost of a step", BLEU, "val PPL"]])
-    points = (
-        alt.Chart(frame)
-        .mark_point(size=60, filled=True)
-        .encode(
-            x=alt.X(
-                "cost of a step:Q",
-                title="time a training step takes (the base's = 1; measured alone)",
-                scale=alt.Scale(type="log"),
-            ),
-            y=alt.Y(
-                f"{BLEU}:Q",
-                title=f"validation BLEU (beam {BASE.decoding.beam})",
-                scale=alt.Scale(zero=False),
-            ),
-            color=alt.Color("row:N", title="row"),
-            tooltip=["line", "cost of a step", BLEU, "val PPL"],
-        )
-    )
-    labels = points.mark_text(align="left", dx=6, fontSize=10).encode(text="line:N")
-    return (points + labels).properties(
-        width=520,
-        height=320,
-        title="What each line bought, and at what price: BLEU against step cost",
-    )
+    corpus = corpus or load_multi30k(sweep.base.vocab_size, sweep.base.min_freq)
+    variants = sorted(sweep.variants, key=lambda v: v.name != "base")  # the base first
+    configs = {v.name: v.config(sweep.base, sweep.base_seeds[0]) for v in variants}
+    return config_step_costs(configs, corpus, sweep.cost_steps, sweep.cost_rounds)
 
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
-# costs = recorded_step_costs(plan, train=profile == "smoke")
+# from annotated.sweeps import recorded_step_costs
+#
+# measure_costs = (lambda: step_costs(sweep)) if profile == "smoke" else None  # CI measures its own
+# costs = recorded_step_costs(sweep.results, measure_costs, "make table3")
 # if costs is not None:
 #     display(pd.Series(costs["relative to base"], name="cost of a step (base = 1)").to_frame().T)
 #     display(price_chart(lines, costs))
@@ -1143,7 +826,7 @@ def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
 # return $\exp$ of the mean cross-entropy per real (non-pad) target token, as a float.
 #
 # **9.3 Modify.** Our row D trains for 2.4 epochs, the paper's for many more. Train the `P_drop 0`
-# variant and the base for three times as many steps (a `Table3Plan` of your own, with
+# variant and the base for three times as many steps (a `Table3Sweep` of your own, with
 # `dataclasses.replace(BASE, steps=2100, cooldown_epochs=3.06)`, its own `results` file and `runs`
 # folder, and the two variants), and compare. Does dropout's value change with the budget?
 #
@@ -1155,72 +838,12 @@ def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
 # at some budget the two lines cross. Where they cross on Multi30k is what your run finds.
 #
 # </details>
-
-
-# %%
-def reference_perplexity(logits: torch.Tensor, targets: torch.Tensor, pad: int) -> float:
-    """exp of chapter 3's loss without smoothing, per real target token (as `perplexity` computes)."""
-    tokens = int((targets != pad).sum())
-    return math.exp(label_smoothing_loss(logits, targets, pad, 0.0).item() / tokens)
-
-
-def _cases_perplexity() -> list:
-    generator = torch.Generator().manual_seed(93)
-    cases = []
-    for batch, length, vocab, lengths in (
-        (2, 5, 7, (5, 2)),
-        (3, 4, 11, (4, 1, 3)),
-        (1, 6, 5, (6,)),
-    ):
-        logits = 3 * torch.randn(batch, length, vocab, generator=generator, dtype=torch.float64)
-        targets = torch.randint(1, vocab, (batch, length), generator=generator)
-        for row, real in enumerate(lengths):
-            targets[row, real:] = 0
-        cases.append(((logits, targets, 0), {}))
-    return cases
-
-
-def _sentence_mean(logits: torch.Tensor, targets: torch.Tensor, pad: int) -> float:
-    losses = torch.nn.functional.cross_entropy(
-        logits.transpose(1, 2), targets, ignore_index=pad, reduction="none"
-    )
-    real = (targets != pad).sum(1)
-    return math.exp((losses.sum(1) / real).mean().item())
-
-
-exercise_9_2 = Exercise(
-    "exercise 9.2 (perplexity)",
-    "my_perplexity(logits, targets, pad) -> float",
-    reference_perplexity,
-    _cases_perplexity,
-    (
-        Mistake(
-            "the padding positions are counted: average over the real (non-pad) targets only.",
-            lambda logits, targets, pad: math.exp(
-                torch.nn.functional.cross_entropy(
-                    logits.flatten(0, 1), targets.flatten(), reduction="mean"
-                ).item()
-            ),
-        ),
-        Mistake(
-            "each sentence is averaged first, then the sentences: average over all real tokens "
-            "at once, so that a long sentence counts for more than a short one.",
-            _sentence_mean,
-        ),
-        Mistake(
-            "this is the mean cross-entropy itself: perplexity is its exponential.",
-            lambda logits, targets, pad: math.log(reference_perplexity(logits, targets, pad)),
-        ),
-        Mistake(
-            "2 is raised to the mean cross-entropy, but PyTorch's cross-entropy is in nats "
-            "(natural log): use exp.",
-            lambda logits, targets, pad: 2 ** math.log(reference_perplexity(logits, targets, pad)),
-        ),
-    ),
-)
+#
+# The check's cases and the mistakes it recognises are in `annotated/exercises/ch09_table3.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch09_table3 import exercise_9_2  # cases and mistakes
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_perplexity(logits, targets, pad):

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import book  # noqa: E402  (tools/book.py: the chapters and their notebooks)
 import torch  # noqa: E402
-from common import RESULTS_DIR, Timing, machine, write_results  # noqa: E402
+from common import RESULTS_DIR, Timing, describe, write_results  # noqa: E402
 
 # Run in a child process: execute one notebook, then report what its kernel used.
 EXECUTE_ONE = """
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)  # what machine() reports
+    torch.set_num_threads(args.threads)  # what describe() reports
     sources = [s for s in book.chapters() if args.chapters is None or s.stem in args.chapters]
     path = RESULTS_DIR / "class.json"
     earlier = json.loads(path.read_text()) if path.exists() else {}
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark": "what one student needs per chapter (each notebook from a fresh kernel)",
             "profile": args.profile,
             "threads": args.threads,
-            "machine": machine(),
+            "machine": describe(),
             "measured at": time.strftime("%Y-%m-%d %H:%M"),
             "timing": timing.conditions(),  # the whole measurement's, so far
             "chapters": dict(sorted(chapters.items())),

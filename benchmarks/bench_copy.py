@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import torch
-from common import Timing, machine, write_results
+from common import Timing, describe, write_results
 
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
@@ -75,7 +75,7 @@ def main() -> None:
 
     record = {
         "benchmark": "copy task training step (chapter 4 setup)",
-        "machine": machine(),
+        "machine": describe(),
         "config": {
             "model": dataclasses.asdict(setup["model"]),
             "batch_size": setup["task"].batch_size,

@@ -24,7 +24,7 @@ import statistics
 import time
 
 import torch
-from common import Timing, machine, write_results
+from common import Timing, describe, write_results
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -250,7 +250,7 @@ def main() -> None:
     record = {
         "benchmark": "Multi30k de-en (chapter 7)",
         "profile": profile,
-        "machine": machine(),
+        "machine": describe(),
         "config": dataclasses.asdict(config),
         "model": dataclasses.asdict(run.translator.model.config),
         "train_minutes": round(run.history.seconds.sum() / 60, 2),

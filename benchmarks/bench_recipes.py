@@ -8,7 +8,7 @@ on the machine and on what shared it). A candidate trains in runs/recipes/<name>
 resumes from its checkpoint if stopped; as soon as it is scored, its line goes into
 benchmarks/results/recipes.json (atomically, under a lock), so running the command again trains
 only what is missing. Two workers of one thread each share the list, each claiming the candidate
-it trains:
+it trains (the sweep machinery of annotated/sweeps.py, which chapter 9's Table 3 uses too):
 
     python benchmarks/bench_recipes.py --threads 1 &
     python benchmarks/bench_recipes.py --threads 1
@@ -18,8 +18,8 @@ kept in runs/multi30k-run6/), scored the same way. Training minutes
 are recorded with the workers and threads that produced them (each session that trains a
 candidate adds a line to its folder's trained-with.json, from the step it resumed at): read them
 as the step counts' companions, not as timings. What a candidate's step costs is measured by
-`--step-costs`, alone: every candidate's step against run 6's, in alternating rounds in one process (chapter 9's
-`config_step_costs`), so that an hour on any CPU converts into steps of each candidate.
+`--step-costs`, alone: every candidate's step against run 6's, in alternating rounds in one process
+(`sweeps.config_step_costs`), so that an hour on any CPU converts into steps of each candidate.
 `--step-costs --as-avx2` measures them again with this CPU held to AVX2 kernels and fp32, the
 nearest it comes to the AVX2-only machines (recorded apart, as "step costs as AVX2").
 """
@@ -27,23 +27,28 @@ nearest it comes to the AVX2-only machines (recorded apart, as "step costs as AV
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 
 import torch
-from common import RESULTS_DIR, Timing, cpu_kind, machine
+from common import RESULTS_DIR, cpu_kind, describe
 
-from annotated.ch03_training import read_checkpoint
 from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
-from annotated.ch09_table3 import config_step_costs, updating_record
-from annotated.files import FolderInUseError, atomic_write, folder_lock
+from annotated.checkpoints import read_checkpoint
+from annotated.files import atomic_write
 from annotated.runs import RUNS_DIR, final_scores
+from annotated.sweeps import (
+    Job,
+    config_folder,
+    config_identity,
+    config_step_costs,
+    run_jobs,
+    updating_record,
+)
 from annotated.threads import use_fair_threads
 
 RECORD = RESULTS_DIR / "recipes.json"
@@ -97,18 +102,22 @@ def candidate_config(name: str):
 
 
 def recorded_config(name: str) -> dict:
-    """The candidate's configuration as the record holds it (JSON's lists, not tuples)."""
-    return json.loads(json.dumps(dataclasses.asdict(candidate_config(name))))
+    """The candidate's configuration as the record holds it (sweeps.config_identity)."""
+    return config_identity(candidate_config(name))
+
+
+def candidate_job(name: str) -> Job:
+    """The candidate's training, in runs/recipes/<name>-<digest of the configuration>/, so that a
+    changed candidate trains afresh (run 6 in the folder it was trained in)."""
+    config = candidate_config(name)
+    if name == "run 6":
+        return Job(name, {"name": name}, config, RUNS_DIR / "multi30k-run6")
+    safe = "".join(c if c.isalnum() else "-" for c in name).replace("--", "-")
+    return Job(name, {"name": name}, config, config_folder(RUNS_DIR / "recipes", safe, config))
 
 
 def candidate_folder(name: str) -> Path:
-    """runs/recipes/<name>-<digest of the configuration>: a changed candidate trains afresh."""
-    if name == "run 6":
-        return RUNS_DIR / "multi30k-run6"
-    config = json.dumps(dataclasses.asdict(candidate_config(name)), sort_keys=True)
-    digest = hashlib.sha256(config.encode()).hexdigest()[:8]
-    safe = "".join(c if c.isalnum() else "-" for c in name).replace("--", "-")
-    return RUNS_DIR / "recipes" / f"{safe}-{digest}"
+    return candidate_job(name).folder
 
 
 def first_step(evals, threshold: float) -> int | None:
@@ -145,8 +154,9 @@ def trained_with(folder: Path, last_step: int) -> str:
     )
 
 
-def measure(name: str, threads: int, workers: int) -> dict:
-    config, folder = candidate_config(name), candidate_folder(name)
+def measure(job: Job, threads: int, workers: int) -> dict:
+    """Train (or resume) the candidate and score it; its line of the record."""
+    name, config, folder = job.name, job.config, job.folder
     last_step = config.train_config(STEPS_PER_EPOCH).max_steps
     corpus = load_multi30k(config.vocab_size, config.min_freq, folder)
     note_session(folder, last_step, threads, workers)
@@ -178,9 +188,24 @@ def measure(name: str, threads: int, workers: int) -> dict:
         "val BLEU by step": run.evals[["step", "val BLEU"]].values.tolist(),
         "train minutes": round(run.history.seconds.sum() / 60, 2),
         "trained with": trained_with(folder, int(run.history.step.max())),
-        "machine": machine(),
+        "machine": describe(),
         "cpu": cpu_kind(),
     }
+
+
+def step_costs(names: list[str], as_avx2: bool) -> dict:
+    """Seconds per training step of each named candidate and of run 6 (the base), side by side."""
+    configs = {"run 6": RUN6, **{name: candidate_config(name) for name in names}}
+    if as_avx2:
+        configs = {name: dataclasses.replace(c, precision="fp32") for name, c in configs.items()}
+    costs = config_step_costs(configs, load_multi30k(None, FULL.min_freq), 12, 3)
+    costs["precision"] = "fp32" if as_avx2 else "as chapter 7 (bf16 where the CPU has it)"
+    if as_avx2:
+        costs["kernels"] = AS_AVX2
+        costs["steps a minute"] = {
+            name: round(60 / seconds, 1) for name, seconds in costs["seconds per step"].items()
+        }
+    return costs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,49 +240,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         use_fair_threads()
     if args.step_costs:
-        configs = {name: candidate_config(name) for name in args.only or CANDIDATES}
-        configs = {"run 6": RUN6, **configs}
-        if args.as_avx2:
-            configs = {
-                name: dataclasses.replace(c, precision="fp32") for name, c in configs.items()
-            }
-        timing = Timing(torch.get_num_threads()).start()
-        costs = config_step_costs(configs, load_multi30k(None, FULL.min_freq), 12, 3)
-        costs["timing"] = timing.stop()
-        costs["cpu"] = cpu_kind()
-        costs["precision"] = "fp32" if args.as_avx2 else "as chapter 7 (bf16 where the CPU has it)"
-        if args.as_avx2:
-            costs["kernels"] = AS_AVX2
-            costs["steps a minute"] = {
-                name: round(60 / seconds, 1) for name, seconds in costs["seconds per step"].items()
-            }
+        costs = step_costs(args.only or list(CANDIDATES), args.as_avx2)
         with updating_record(RECORD) as record:
             record["step costs as AVX2" if args.as_avx2 else "step costs"] = costs
         print(json.dumps(costs, indent=1))
         return 0
-    for name in args.only or list(CANDIDATES):
-        with updating_record(RECORD) as record:
-            done = any(
-                line["name"] == name and line["config"] == recorded_config(name)
-                for line in record["lines"]
-            )
-        if done:
-            continue
-        with contextlib.ExitStack() as claim:
-            try:
-                claim.enter_context(folder_lock(candidate_folder(name)))
-            except FolderInUseError:
-                continue  # another worker trains it
-            print(f"{name}: {CANDIDATES[name][0] or 'chapter 7 as it is'}", flush=True)
-            line = measure(name, torch.get_num_threads(), args.workers)
-        with updating_record(RECORD) as record:
-            record["lines"] = [x for x in record["lines"] if x["name"] != name] + [line]
-        print(
-            f"{name}: test2016 beam {line['test2016 beam']}, greedy {line['test2016 greedy']}, "
-            f"val 35 at step {line['step of val BLEU 35']}",
-            flush=True,
-        )
+    jobs = [candidate_job(name) for name in args.only or CANDIDATES]
+    threads = torch.get_num_threads()
+    run_jobs(jobs, RECORD, lambda job: measure(job, threads, args.workers), summary)
     return 0
+
+
+def summary(line: dict) -> str:
+    return (
+        f"test2016 beam {line['test2016 beam']}, greedy {line['test2016 greedy']}, "
+        f"val 35 at step {line['step of val BLEU 35']}"
+    )
 
 
 if __name__ == "__main__":

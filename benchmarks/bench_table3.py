@@ -2,14 +2,14 @@
 
     python benchmarks/bench_table3.py [--profile full|smoke] [--threads T] [--step-costs]
 
-Each (variant, seed) trains in runs/table3/<variant>-seed<n>/ and resumes from its checkpoint if
-stopped; each finished line is added to benchmarks/results/table3.json at once (atomically), so
+Each (variant, seed) trains in runs/table3/<variant>-seed<n>-<digest of its configuration>/ and
+resumes from its checkpoint if stopped; each finished line is added to benchmarks/results/table3.json at once (atomically), so
 running the command again measures only what is missing. A line recorded with another
 configuration is measured again. The smoke profile writes under runs/table3-smoke/ instead.
 
 On two cores, two workers of one thread each measure more lines an hour than one worker with two
 threads (small models use two threads poorly). Each claims the line it trains, so the two share
-the plan without training anything twice:
+the sweep without training anything twice (annotated/sweeps.py):
 
     python benchmarks/bench_table3.py --threads 1 &
     python benchmarks/bench_table3.py --threads 1
@@ -28,15 +28,8 @@ import sys
 import torch
 
 from annotated.ch05_text import load_multi30k
-from annotated.ch09_table3 import (
-    TABLE3_PROFILES,
-    missing_lines,
-    read_record,
-    run_table3,
-    step_costs,
-    table3_plan,
-    updating_record,
-)
+from annotated.ch09_table3 import TABLE3_PROFILES, run_table3, step_costs, table3_sweep
+from annotated.sweeps import missing_jobs, read_record, updating_record
 from annotated.threads import use_fair_threads
 
 
@@ -59,20 +52,21 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     else:
         use_fair_threads()
-    profile, plan = table3_plan(args.profile)
-    print(f"profile {profile}: {len(plan.jobs())} lines, recorded in {plan.results}", flush=True)
+    profile, sweep = table3_sweep(args.profile)
+    jobs = sweep.jobs()
+    print(f"profile {profile}: {len(jobs)} lines, recorded in {sweep.results}", flush=True)
     try:
         if not args.step_costs:
-            missing = missing_lines(plan, run_table3(plan))
-            print(f"{len(plan.jobs()) - len(missing)} lines recorded in {plan.results}")
+            missing = [job.name for job in missing_jobs(jobs, run_table3(sweep))]
+            print(f"{len(jobs) - len(missing)} lines recorded in {sweep.results}")
             if missing:  # another worker is still training them
                 print(f"step costs wait for the last lines: {', '.join(missing)}")
                 return 0
-        if args.step_costs or "step costs" not in read_record(plan.results):
+        if args.step_costs or "step costs" not in read_record(sweep.results):
             # Measured once every line is done, so that no worker shares the machine with it.
-            corpus = load_multi30k(plan.base.vocab_size, plan.base.min_freq)
-            costs = step_costs(plan, corpus)  # afresh, replacing any earlier measurement
-            with updating_record(plan.results) as record:
+            corpus = load_multi30k(sweep.base.vocab_size, sweep.base.min_freq)
+            costs = step_costs(sweep, corpus)  # afresh, replacing any earlier measurement
+            with updating_record(sweep.results) as record:
                 record["step costs"] = costs
             print(json.dumps(costs, indent=1))
         return 0

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import torch
-from common import Timing, machine, write_results
+from common import Timing, describe, write_results
 
 from annotated.ch02_model import count_parameters, make_model
 from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
@@ -55,7 +55,7 @@ def main() -> None:
     record = {
         "benchmark": "WMT14 en-de sample (chapter 8)",
         "profile": profile,
-        "machine": machine(),
+        "machine": describe(),
         "config": dataclasses.asdict(config),
         "model": dataclasses.asdict(run.translator.model.config),
         "params_sample_model": count_parameters(run.translator.model),

@@ -1,11 +1,14 @@
-"""benchmarks/common.py: a record taken on a busy machine says so, and never replaces a clean one."""
+"""benchmarks/: a record taken on a busy machine never replaces a clean one (common.py), and the
+recipe search's candidates, folders and record (bench_recipes.py). The machine's description and
+`Timing` are tested in test_machine.py."""
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 
 import pytest
+
+from annotated import machine
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "common.py"
 spec = importlib.util.spec_from_file_location("benchmarks_common", PATH)
@@ -13,47 +16,8 @@ common = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(common)
 
 
-def timed(before: float, during: list[float], threads: int = 2, wall=100.0, cpu=190.0) -> dict:
-    """The conditions a Timing reports for a run with these (simulated) loads, clock and CPU."""
-    loads = iter([(before,) * 3, (during[-1],) * 3])  # at the start, and at the end
-    clock, used = iter([0.0, wall]), iter([0.0, cpu])
-    timing = common.Timing(
-        threads,
-        every=3600,  # the background sampler never fires: the samples are the ones given
-        loadavg=lambda: next(loads),
-        clock=lambda: next(clock),
-        cpu_seconds=lambda: next(used),
-    )
-    with timing:
-        timing.samples.extend(during[:-1])  # what the sampler would have seen meanwhile
-    return timing.conditions()
-
-
-def test_an_idle_run_is_clean_and_records_its_cpu_and_share():
-    conditions = timed(before=0.12, during=[1.4, 2.3])
-    assert conditions["busy"] is False and conditions["why busy"] is None
-    assert conditions["highest load average during"] == 2.3  # its own two threads
-    assert conditions["cpu share"] == 0.95  # 190 CPU seconds over 100 s on 2 threads
-    assert conditions["threads"] == 2 and set(conditions["cpu"]) == {
-        "model",
-        "instruction sets",
-        "cores",
-    }
-
-
-@pytest.mark.parametrize(
-    ("before", "during", "why"),
-    [
-        (1.3, [2.0], "load average 1.30 before the start"),
-        (0.2, [2.0, 3.6], "load average up to 3.60 while it ran, on 2 thread(s) of its own"),
-    ],
-)
-def test_a_busy_machine_is_named_with_the_reason(before, during, why):
-    conditions = timed(before, during)
-    assert conditions["busy"] is True and why in conditions["why busy"]
-
-
 def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys):
+    assert common.Timing is machine.Timing and common.describe is machine.describe  # one of each
     monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
     clean = {"minutes": 31.8, "timing": {"busy": False, "why busy": None}}
     busy = {"minutes": 65.7, "timing": {"busy": True, "why busy": "load average 2.10 before"}}
@@ -71,13 +35,6 @@ def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys)
     (tmp_path / "old.json").write_text(json.dumps({"minutes": 60}))
     assert common.write_results("old", busy, quiet=True) == tmp_path / "old.json"
     assert "WARNING: the machine was busy" in capsys.readouterr().err
-
-
-def test_the_sampler_really_samples_while_a_benchmark_runs():
-    with common.Timing(1, every=0.01) as timing:
-        time.sleep(0.2)
-    assert len(timing.samples) >= 3 and timing.wall >= 0.2
-    assert 0 <= timing.conditions()["cpu share"] < 0.5  # it mostly slept
 
 
 def _bench_recipes():
@@ -204,3 +161,30 @@ def test_each_session_that_trains_a_candidate_is_noted_from_the_step_it_resumed_
         "steps 77-300: 2 thread(s), 1 worker(s) on the machine"
     )
     assert recipes.trained_with(tmp_path / "never", 300) == "not noted"
+
+
+def test_the_search_trains_only_missing_candidates_and_keeps_the_others_lines(
+    tmp_path, monkeypatch, capsys
+):
+    from annotated.sweeps import config_identity
+
+    recipes = _bench_recipes()
+    trained = []
+
+    def measure(job, threads, workers):
+        trained.append((job.name, workers))
+        return {"name": job.name, "config": config_identity(job.config), "test2016 beam": 1.0,
+                "test2016 greedy": 1.0, "step of val BLEU 35": None}  # fmt: skip
+
+    monkeypatch.setattr(recipes, "measure", measure)
+    monkeypatch.setattr(recipes, "RUNS_DIR", tmp_path / "runs")
+    monkeypatch.setattr(recipes, "RECORD", tmp_path / "recipes.json")
+    monkeypatch.setattr(recipes.torch, "set_num_threads", lambda n: None)  # keep pytest's threads
+    (tmp_path / "recipes.json").write_text(json.dumps({"lines": [{"name": "earlier"}]}))
+    only = ["--threads", "1", "--workers", "2", "--only", "two layers", "dropout from 0"]
+    assert recipes.main(only) == 0 and recipes.main(only) == 0  # the second finds both recorded
+    assert trained == [("two layers", 2), ("dropout from 0", 2)]
+    lines = json.loads((tmp_path / "recipes.json").read_text())["lines"]
+    assert [line["name"] for line in lines] == ["earlier", "two layers", "dropout from 0"]
+    assert "[1/2] two layers\n    test2016 beam 1.0" in capsys.readouterr().out
+    assert recipes.candidate_folder("two layers").parent == tmp_path / "runs" / "recipes"

@@ -15,15 +15,16 @@ from annotated.ch09_table3 import (
     BASE,
     PAPER_BASE,
     VARIANTS,
-    Table3Plan,
+    Table3Sweep,
     comparison,
     noise_band,
-    read_results,
     run_table3,
     table3_frame,
     verdict,
 )
+from annotated.figures import ch09_table3 as figures
 from annotated.files import LOCK_NAME
+from annotated.sweeps import config_identity, read_record, read_results, updating_record
 
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "PAPER.md"
 VOCAB = (800, 600)  # source and target vocabulary sizes for counting parameters
@@ -130,80 +131,82 @@ def test_the_budget_is_what_the_chapter_says(corpus):
 # ---------------------------------------------------------------- the record
 
 
-def tiny_plan(tmp_path: Path, **changes) -> Table3Plan:
+def tiny_sweep(tmp_path: Path, **changes) -> Table3Sweep:
     settings = {"train_pairs": 200, "steps": 2, "val_sentences": 4, **changes}
     base = dataclasses.replace(ch09.TABLE3_PROFILES["smoke"].base, **settings)
     variants = (variant("base"), variant("h 1"))
-    return Table3Plan(base, variants, (0, 1), tmp_path / "table3.json", tmp_path / "runs")
+    return Table3Sweep(base, variants, (0, 1), tmp_path / "table3.json", tmp_path / "runs")
 
 
 def fake_measure(calls: list):
-    def measure(v, seed, plan, corpus):
-        calls.append((v.name, seed))
-        config = dataclasses.asdict(v.config(plan.base, seed))
-        return {"row": v.row, "variant": v.name, "seed": seed, "config": config}
+    def measure(job, corpus):
+        calls.append((job.key["variant"], job.key["seed"]))
+        return {**job.key, "config": config_identity(job.config)}
 
     return measure
+
+
+def folder(sweep: Table3Sweep, name: str, seed: int) -> Path:
+    return sweep.job(variant(name), seed).folder
 
 
 def test_run_table3_measures_only_what_is_missing_or_changed(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(ch09, "measure", fake_measure(calls))
-    plan = tiny_plan(tmp_path)
-    run_table3(plan, corpus=object(), progress=False)
+    sweep = tiny_sweep(tmp_path)
+    run_table3(sweep, corpus=object(), progress=False)
     assert calls == [("base", 0), ("base", 1), ("h 1", 0)]
-    run_table3(plan, corpus=object(), progress=False)
+    run_table3(sweep, corpus=object(), progress=False)
     assert len(calls) == 3  # all recorded: nothing trained again
-    changed = dataclasses.replace(plan, base=dataclasses.replace(plan.base, steps=3))
+    changed = dataclasses.replace(sweep, base=dataclasses.replace(sweep.base, steps=3))
     run_table3(changed, corpus=object(), progress=False)
     assert calls[3:] == [("base", 0), ("base", 1), ("h 1", 0)]  # another budget: measured again
-    assert [line["config"]["steps"] for line in read_results(plan.results)] == [3, 3, 3]
+    assert [line["config"]["steps"] for line in read_results(sweep.results)] == [3, 3, 3]
 
 
 def test_a_stopped_run_keeps_every_finished_line(tmp_path, monkeypatch):
     calls = []
     measure = fake_measure(calls)
 
-    def stopped_at_the_third(v, seed, plan, corpus):
+    def stopped_at_the_third(job, corpus):
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return measure(v, seed, plan, corpus)
+        return measure(job, corpus)
 
     monkeypatch.setattr(ch09, "measure", stopped_at_the_third)
-    plan = tiny_plan(tmp_path)
+    sweep = tiny_sweep(tmp_path)
     with pytest.raises(KeyboardInterrupt):
-        run_table3(plan, corpus=object(), progress=False)
-    assert [(x["variant"], x["seed"]) for x in read_results(plan.results)] == [
+        run_table3(sweep, corpus=object(), progress=False)
+    assert [(x["variant"], x["seed"]) for x in read_results(sweep.results)] == [
         ("base", 0),
         ("base", 1),
     ]
     monkeypatch.setattr(ch09, "measure", measure)
-    run_table3(plan, corpus=object(), progress=False)
+    run_table3(sweep, corpus=object(), progress=False)
     assert calls == [("base", 0), ("base", 1), ("h 1", 0)]
 
 
 def test_each_configuration_has_its_own_run_folder(tmp_path):
-    plan = tiny_plan(tmp_path)
-    folders = {ch09.run_folder(plan, v, seed) for v, seed in plan.jobs()}
-    assert len(folders) == len(plan.jobs())
-    longer = dataclasses.replace(plan, base=dataclasses.replace(plan.base, steps=3))
-    assert ch09.run_folder(longer, variant("h 1"), 0) != ch09.run_folder(plan, variant("h 1"), 0)
-    assert ch09.run_folder(plan, variant("h 1"), 0) == ch09.run_folder(
-        tiny_plan(tmp_path), variant("h 1"), 0
-    )
+    sweep = tiny_sweep(tmp_path)
+    folders = {job.folder for job in sweep.jobs()}
+    assert len(folders) == len(sweep.jobs())
+    longer = dataclasses.replace(sweep, base=dataclasses.replace(sweep.base, steps=3))
+    assert folder(longer, "h 1", 0) != folder(sweep, "h 1", 0)
+    assert folder(sweep, "h 1", 0) == folder(tiny_sweep(tmp_path), "h 1", 0)
+    assert folder(sweep, "d_k 8", 0).name.startswith("dk-8-seed0-")
 
 
-def test_the_chapter_reads_only_lines_of_the_current_plan_and_names_the_missing(
+def test_the_chapter_reads_only_lines_of_the_current_sweep_and_names_the_missing(
     tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr(ch09, "measure", fake_measure([]))
-    old = tiny_plan(tmp_path, steps=3)
+    old = tiny_sweep(tmp_path, steps=3)
     run_table3(old, corpus=object(), progress=False)  # a record of an older budget
-    plan = tiny_plan(tmp_path)
+    sweep = tiny_sweep(tmp_path)
     run_table3(
-        dataclasses.replace(plan, variants=plan.variants[1:]), corpus=object(), progress=False
+        dataclasses.replace(sweep, variants=sweep.variants[1:]), corpus=object(), progress=False
     )
-    lines = ch09.recorded_lines(plan, train=False)
+    lines = ch09.recorded_lines(sweep, train=False)
     assert [(x["variant"], x["config"]["steps"]) for x in lines] == [("h 1", 2)]
     out = capsys.readouterr().out
     assert "2 of 3 lines are not measured yet: run `make table3`" in out
@@ -215,76 +218,77 @@ def test_workers_pass_over_lines_claimed_by_a_live_process_and_take_over_dead_cl
 ):
     calls = []
     monkeypatch.setattr(ch09, "measure", fake_measure(calls))
-    plan = tiny_plan(tmp_path)
-    live = ch09.run_folder(plan, variant("base"), 1)
-    dead = ch09.run_folder(plan, variant("h 1"), 0)
+    sweep = tiny_sweep(tmp_path)
+    live = folder(sweep, "base", 1)
+    dead = folder(sweep, "h 1", 0)
     with held_elsewhere(dead) as killed:  # a worker killed in the middle of its line
         killed.kill()
         killed.wait(timeout=60)
     with held_elsewhere(live):  # another worker, training base seed 1
-        run_table3(plan, corpus=object(), progress=False)
+        run_table3(sweep, corpus=object(), progress=False)
         assert calls == [("base", 0), ("h 1", 0)]  # base seed 1 belongs to the live worker
         assert f"taking over the lock left by process {killed.pid}" in capsys.readouterr().out
         assert (dead / LOCK_NAME).read_text() == ""  # released when the line is recorded
-        with ch09.updating_record(plan.results) as record:  # other keys of the record survive
+        with updating_record(sweep.results) as record:  # other keys of the record survive
             record["step costs"] = {"base": 1.0}
-    run_table3(plan, corpus=object(), progress=False)  # the other worker stopped: its line is free
+    run_table3(sweep, corpus=object(), progress=False)  # the other worker stopped: its line is free
     assert calls[-1] == ("base", 1)
-    assert [(x["variant"], x["seed"]) for x in read_results(plan.results)] == [
+    assert [(x["variant"], x["seed"]) for x in read_results(sweep.results)] == [
         ("base", 0),
         ("base", 1),
         ("h 1", 0),
     ]
-    assert ch09.read_record(plan.results)["step costs"] == {"base": 1.0}
+    assert read_record(sweep.results)["step costs"] == {"base": 1.0}
 
 
 def test_a_damaged_record_is_refused_with_what_to_do(tmp_path):
     path = tmp_path / "table3.json"
     path.write_text('{"lines": [')
-    with pytest.raises(ValueError, match="not a Table 3 record.*make table3"):
+    with pytest.raises(ValueError, match="not a sweep's record.*move it away"):
         read_results(path)
     path.write_text(json.dumps({"rows": []}))
-    with pytest.raises(ValueError, match="not a Table 3 record"):
+    with pytest.raises(ValueError, match="not a sweep's record"):
         read_results(path)
 
 
 @pytest.mark.multi30k
 def test_a_real_line_is_trained_measured_and_recorded(tmp_path, corpus):
-    plan = tiny_plan(tmp_path)
+    sweep = tiny_sweep(tmp_path)
     lines = run_table3(
-        dataclasses.replace(plan, variants=plan.variants[:1], base_seeds=(0,)), corpus, False
+        dataclasses.replace(sweep, variants=sweep.variants[:1], base_seeds=(0,)), corpus, False
     )
     (line,) = lines
-    config = plan.base
+    config = sweep.base
     assert line["steps"] == 2 and line["config"] == json.loads(
         json.dumps(dataclasses.asdict(config))
     )
+    assert (line["row"], line["variant"], line["seed"]) == ("base", "base", 0)
     assert line["parameters"] == parameters_for(corpus, config)
     assert 1 < line["val PPL"] < len(corpus.tgt_vocab)  # better than nothing, worse than sure
     # The perplexity is exp of chapter 3's loss on the same sentences: computed independently.
     model = make_model(config.model_config(len(corpus.src_vocab), len(corpus.tgt_vocab)))
-    folder = ch09.run_folder(plan, variant("base"), 0)
-    assert folder.parent == tmp_path / "runs" and folder.name.startswith("base-seed0-")
-    assert (folder / LOCK_NAME).read_text() == ""  # the claim ends with the line
-    saved = torch.load(folder / "checkpoint.pt", weights_only=True)
+    run = folder(sweep, "base", 0)
+    assert run.parent == tmp_path / "runs" and run.name.startswith("base-seed0-")
+    assert (run / LOCK_NAME).read_text() == ""  # the claim ends with the line
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)
     model.load_state_dict(saved["model"])
     expected = independent_perplexity(model, corpus, config.val_sentences)
     assert line["val PPL"] == pytest.approx(expected, rel=1e-3)
-    assert (
-        0 <= line["val BLEU"] <= 100 and line["machine"] and len(line["load average before"]) == 3
-    )
+    assert 0 <= line["val BLEU"] <= 100 and line["machine"]
+    assert len(line["timing"]["load average before"]) == 3 and "busy" in line["timing"]
 
 
 @pytest.mark.multi30k
 def test_step_costs_time_every_variant_against_the_base(tmp_path, corpus):
-    plan = dataclasses.replace(tiny_plan(tmp_path), cost_steps=3, cost_rounds=2)
-    costs = ch09.step_costs(plan, corpus)
+    sweep = dataclasses.replace(tiny_sweep(tmp_path), cost_steps=3, cost_rounds=2)
+    costs = ch09.step_costs(sweep, corpus)
     assert set(costs["seconds per step"]) == {"base", "h 1"}
     assert costs["relative to base"]["base"] == 1.0
     assert all(value > 0 for value in costs["seconds per step"].values())
     ratio = costs["seconds per step"]["h 1"] / costs["seconds per step"]["base"]
     assert costs["relative to base"]["h 1"] == pytest.approx(ratio, abs=1e-3)
     assert (costs["steps"], costs["rounds"]) == (3, 2) and costs["machine"]
+    assert costs["timing"]["threads"] == torch.get_num_threads()
 
 
 def parameters_for(corpus, config) -> int:
@@ -381,13 +385,13 @@ def test_our_table_gives_the_base_as_mean_and_spread_beside_the_paper():
 def test_charts_are_byte_stable_and_show_every_line():
     lines = BASE_LINES + [line("h 1", bleu=27.0, ppl=12.0), line("N 4", bleu=31.0, minutes=7.0)]
     costs = {"relative to base": {"base": 1.0, "h 1": 1.2, "N 4": 1.3}}
-    charts = (ch09.change_chart, ch09.curves_chart, lambda x: ch09.price_chart(x, costs))
+    charts = (figures.change_chart, figures.curves_chart, lambda x: figures.price_chart(x, costs))
     for chart in charts:
         first, second = chart(lines).to_json(), chart(lines).to_json()
         assert first == second
-    points = ch09.change_points(lines)
+    points = figures.change_points(lines)
     assert set(points.line) == {"A: h 1", "C: N 4", "base: seed 0", "base: seed 1", "base: seed 2"}
-    assert set(points.who) == {ch09.OURS, ch09.PAPERS, "base seeds"}
+    assert set(points.who) == {figures.OURS, figures.PAPERS, "base seeds"}
 
 
 def test_make_table3_runs_the_profile_named_and_fails_with_a_message(monkeypatch, capsys):
@@ -398,7 +402,7 @@ def test_make_table3_runs_the_profile_named_and_fails_with_a_message(monkeypatch
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     seen = []
-    monkeypatch.setattr(bench, "run_table3", lambda plan: seen.append(plan) or [])
+    monkeypatch.setattr(bench, "run_table3", lambda sweep: seen.append(sweep) or [])
     threads = torch.get_num_threads()
     try:
         assert bench.main(["--profile", "smoke", "--threads", "1"]) == 0
@@ -406,7 +410,7 @@ def test_make_table3_runs_the_profile_named_and_fails_with_a_message(monkeypatch
     finally:
         torch.set_num_threads(threads)  # the setting is global to the process
 
-    def damaged(plan):
+    def damaged(sweep):
         raise ValueError("table3.json is not a Table 3 record")
 
     monkeypatch.setattr(bench, "run_table3", damaged)
@@ -421,19 +425,19 @@ def test_make_table3_prices_the_steps_only_once_every_line_is_recorded(tmp_path,
     spec = importlib.util.spec_from_file_location("bench_table3", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    plan = tiny_plan(tmp_path)
-    monkeypatch.setattr(bench, "table3_plan", lambda name: ("smoke", plan))
+    sweep = tiny_sweep(tmp_path)
+    monkeypatch.setattr(bench, "table3_sweep", lambda name: ("smoke", sweep))
     monkeypatch.setattr(bench, "load_multi30k", lambda *args: None)
     priced = []
-    monkeypatch.setattr(bench, "step_costs", lambda plan, corpus: priced.append(1) or {"base": 1})
+    monkeypatch.setattr(bench, "step_costs", lambda sweep, corpus: priced.append(1) or {"base": 1})
     calls = []
     measure = fake_measure(calls)
-    first = [measure(v, seed, plan, None) for v, seed in plan.jobs()[:2]]
-    monkeypatch.setattr(bench, "run_table3", lambda plan: first)  # a worker still trains "h 1"
+    first = [measure(job, None) for job in sweep.jobs()[:2]]
+    monkeypatch.setattr(bench, "run_table3", lambda sweep: first)  # a worker still trains "h 1"
     assert bench.main([]) == 0 and priced == []
-    everything = first + [measure(variant("h 1"), 0, plan, None)]
-    monkeypatch.setattr(bench, "run_table3", lambda plan: everything)
+    everything = first + [measure(sweep.job(variant("h 1"), 0), None)]
+    monkeypatch.setattr(bench, "run_table3", lambda sweep: everything)
     assert bench.main([]) == 0 and priced == [1]
-    assert ch09.read_record(plan.results)["step costs"] == {"base": 1}
+    assert read_record(sweep.results)["step costs"] == {"base": 1}
     assert bench.main([]) == 0 and priced == [1]  # measured once
     assert bench.main(["--step-costs"]) == 0 and priced == [1, 1]  # unless asked again
