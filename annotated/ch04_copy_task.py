@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor
 
-from annotated.ch01_attention import kept_weights, padding_mask, subsequent_mask
+from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -35,8 +34,6 @@ from annotated.ch03_training import (
     pad_sequences,
     train,
 )
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
 
 # %% tags=["active-ipynb"]
 # from annotated.figures import use_book_charts
@@ -279,45 +276,18 @@ def train_copy_model(
 # model, history, checks = train_copy_model()
 
 # %% [markdown]
-# The held-out exact match as training goes on, and the training loss:
-
-
-# %%
-def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VConcatChart:
-    """Loss per token and held-out exact match against optimizer steps."""
-    loss = (
-        alt.Chart(rounded(history[["step", "loss"]]))
-        .mark_line()
-        .encode(
-            x=alt.X("step:Q", title="optimizer step"),
-            y=alt.Y("loss:Q", title="loss per token (KL, label-smoothed)"),
-            tooltip=["step", "loss"],
-        )
-        .properties(width=420, height=180, title="Training loss")
-    )
-    match = (
-        alt.Chart(rounded(checks))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("step:Q", title="optimizer step"),
-            y=alt.Y(
-                "exact match:Q",
-                title="held-out exact match",
-                axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1]),
-            ),
-            tooltip=["step", "exact match"],
-        )
-        .properties(
-            width=420, height=140, title="Held-out sequences copied exactly (greedy decoding)"
-        )
-    )
-    return alt.vconcat(loss, match).properties(title="Learning to copy")
-
+# The held-out exact match as training goes on, and the training loss (this chapter's drawing
+# code is in `annotated/figures/ch04_copy_task.py`):
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # # (the curves depend on the machine's floating-point kernels and thread count)
+# from annotated.figures.ch04_copy_task import (
+#     attention_chart,
+#     copy_training_chart,
+#     source_attention,
+# )
+#
 # copy_training_chart(history, checks)
 
 # %% tags=["active-ipynb"]
@@ -368,49 +338,6 @@ def copy_training_chart(history: pd.DataFrame, checks: pd.DataFrame) -> alt.VCon
 # the symbol it must produce, so the weights run along a diagonal. Nobody told the model to do
 # that; it is what copying through attention has to look like.
 
-
-# %%
-def source_attention(model: EncoderDecoder, task: CopyTask, sequence: list[int]) -> pd.DataFrame:
-    """Encoder-decoder attention of the last decoder layer (mean over heads) while copying `sequence`."""
-    batch = task.to_batch([sequence])
-    with kept_weights([model.decoder.layers[-1].src_attn]) as (attention,), inference(model):
-        model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        weights = attention.weights[0].mean(dim=0)  # (tgt_len, src_len)
-    src_labels = [f"{i}: {t}" for i, t in enumerate(sequence + ["</s>"])]
-    tgt_labels = [f"{i}: {t}" for i, t in enumerate(["<s>"] + sequence)]
-    return pd.DataFrame(
-        [
-            {
-                "output position": tgt_labels[i],
-                "source position": src_labels[j],
-                "weight": weights[i, j].item(),
-            }
-            for i in range(len(tgt_labels))
-            for j in range(len(src_labels))
-        ]
-    )
-
-
-def attention_chart(frame: pd.DataFrame) -> alt.Chart:
-    rows = list(dict.fromkeys(frame["output position"]))
-    cols = list(dict.fromkeys(frame["source position"]))
-    return (
-        alt.Chart(rounded(frame))
-        .mark_rect()
-        .encode(
-            x=alt.X("source position:N", sort=cols, title="source position: symbol (attended to)"),
-            y=alt.Y("output position:N", sort=rows, title="decoder input position: symbol"),
-            color=alt.Color(
-                "weight:Q", scale=alt.Scale(scheme="greys", domain=[0, 1]), title="weight"
-            ),
-            tooltip=["output position", "source position", "weight"],
-        )
-        .properties(
-            width=300, height=300, title="Encoder-decoder attention, last layer, mean of heads"
-        )
-    )
-
-
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # # (trained weights: they depend on the hardware's arithmetic)
@@ -453,56 +380,12 @@ def attention_chart(frame: pd.DataFrame) -> alt.Chart:
 # the task; with two, the work can be shared, and training is often faster.
 #
 # </details>
-
-
-# %%
-def _cases_until_eos() -> list:
-    specials = SpecialTokens(pad=0, bos=1, eos=2)
-    return [
-        ((torch.tensor([[5, 6, 2, 0], [7, 2, 8, 2], [3, 4, 5, 6]]), specials), {}),
-        ((torch.tensor([[2, 5, 5], [0, 4, 2]]), specials), {}),
-        ((torch.tensor([[9, 0, 9, 2, 9]]), specials), {}),
-    ]
-
-
-def _until_with(ids, specials, keep_eos=False, last_eos=False, keep_pad=False):
-    rows = []
-    for row in ids.tolist():
-        end = len(row)
-        if specials.eos in row:
-            end = (
-                len(row) - 1 - row[::-1].index(specials.eos)
-                if last_eos
-                else row.index(specials.eos)
-            )
-            end += 1 if keep_eos else 0
-        rows.append([t for t in row[:end] if keep_pad or t != specials.pad])
-    return rows
-
-
-exercise_4_2 = Exercise(
-    "exercise 4.2 (cutting outputs at </s>)",
-    "my_until_eos(ids, specials) -> list of lists of ids",
-    until_eos,
-    _cases_until_eos,
-    (
-        Mistake(
-            "the </s> is kept; the output ends before it.",
-            lambda ids, s: _until_with(ids, s, keep_eos=True),
-        ),
-        Mistake(
-            "the row is cut at its last </s>; cut at the first, everything after it is noise.",
-            lambda ids, s: _until_with(ids, s, last_eos=True),
-        ),
-        Mistake(
-            "padding ids are kept in the output; leave them out.",
-            lambda ids, s: _until_with(ids, s, keep_pad=True),
-        ),
-    ),
-)
+#
+# The check's cases and the mistakes it recognises are in `annotated/exercises/ch04_copy_task.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch04_copy_task import exercise_4_2
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_until_eos(ids, specials):

@@ -24,31 +24,24 @@
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import torch
 
-from annotated.ch01_attention import kept_weights, subsequent_mask
+from annotated.ch01_attention import kept_weights
 from annotated.ch03_training import inference
-from annotated.ch04_copy_task import until_eos
 from annotated.ch05_text import Corpus, load_multi30k, save_vocabularies
 from annotated.ch06_decoding import (
     DecodeConfig,
     Translator,
     beam_search,
     evaluate_split,
-    greedy_decode_cached,
 )
-from annotated.exercises import Exercise, Mistake
-from annotated.figures import rounded
 from annotated.runs import (
     Run,
     RunConfig,
-    average_snapshots,
     pick_profile,
     smoke_version,
     train_run,
@@ -57,7 +50,12 @@ from annotated.runs import (
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import count_parameters
 # from annotated.figures import use_book_charts
-# from annotated.runs import RUNS_DIR, final_scores, training_chart
+# from annotated.figures.ch07_multi30k import (  # the drawing code of this chapter's charts
+#     attention_map_chart,
+#     attention_maps,
+#     training_chart,
+# )
+# from annotated.runs import RUNS_DIR, final_scores
 # from annotated.threads import use_fair_threads
 #
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
@@ -379,95 +377,6 @@ def length_penalty_sweep(
 # labelled "reads → predicts"; the original Annotated Transformer labelled these axes with the
 # wrong tokens.
 
-
-# %%
-def attention_maps(translator: Translator, sentence: str) -> pd.DataFrame:
-    """Every attention weight of every layer and head for one sentence and its greedy translation."""
-    model = translator.model
-    src_ids = translator.source_ids([sentence])[0]
-    specials = translator.tgt_vocab.specials
-    src = torch.tensor([src_ids])
-    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
-    out = until_eos(
-        greedy_decode_cached(model, src, src_mask, specials, len(src_ids) + 50), specials
-    )[0]
-    tgt = torch.tensor([[specials.bos, *out]])
-    src_labels = [f"{i} {t}" for i, t in enumerate(translator.src_vocab.labels(src_ids))]
-    reads = translator.tgt_vocab.labels(tgt[0].tolist())
-    predicts = translator.tgt_vocab.labels([*out, specials.eos])
-    tgt_labels = [f"{i} {r} → {p}" for i, (r, p) in enumerate(zip(reads, predicts, strict=True))]
-    modules = {
-        "encoder self-attention": [
-            (layer.self_attn, src_labels, src_labels) for layer in model.encoder.layers
-        ],
-        "decoder self-attention": [
-            (layer.self_attn, tgt_labels, tgt_labels) for layer in model.decoder.layers
-        ],
-        "decoder-source attention": [
-            (layer.src_attn, tgt_labels, src_labels) for layer in model.decoder.layers
-        ],
-    }
-    every = [module for entries in modules.values() for module, _, _ in entries]
-    rows = []
-    with kept_weights(every), inference(model):
-        model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))
-        for kind, entries in modules.items():
-            for layer, (module, queries, keys) in enumerate(entries, start=1):
-                weights = module.weights[0]  # (h, len_q, len_k)
-                rows += [
-                    {
-                        "kind": kind,
-                        "layer": layer,
-                        "head": head + 1,
-                        "query": query,
-                        "key": key,
-                        "weight": weights[head, q, k].item(),
-                    }
-                    for head in range(weights.size(0))
-                    for q, query in enumerate(queries)
-                    for k, key in enumerate(keys)
-                ]
-    return pd.DataFrame(rows)
-
-
-def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
-    """Heatmaps of the three kinds of attention, with a layer and a head menu."""
-    layer = alt.param(
-        name="layer",
-        value=1,
-        bind=alt.binding_select(options=sorted(frame.layer.unique()), name="layer "),
-    )
-    head = alt.param(
-        name="head",
-        value=1,
-        bind=alt.binding_select(options=sorted(frame["head"].unique()), name="head "),
-    )
-    charts = []
-    for kind in frame.kind.unique():
-        part = frame[frame.kind == kind].drop(columns="kind")  # each chart carries only its rows
-        charts.append(
-            alt.Chart(rounded(part))
-            .mark_rect()
-            .encode(
-                x=alt.X(
-                    "key:N", sort=None, title="key (attended to)", axis=alt.Axis(labelAngle=-60)
-                ),
-                y=alt.Y("query:N", sort=None, title="query (attending)"),
-                color=alt.Color(
-                    "weight:Q", scale=alt.Scale(domain=[0, 1], scheme="blues"), title="weight"
-                ),
-                tooltip=["layer", "head", "query", "key", "weight"],
-            )
-            .transform_filter((alt.datum.layer == layer) & (alt.datum.head == head))
-            .properties(width=240, height=240, title=kind)
-        )
-    return (
-        alt.hconcat(*charts)
-        .add_params(layer, head)
-        .properties(title="Attention weights for one test sentence (pick a layer and a head)")
-    )
-
-
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # maps = attention_maps(run.averaged or run.translator, run.corpus.raw["test_2016_flickr"][8][0])
@@ -691,54 +600,12 @@ def traced_search(
 # final score, so your answer at this budget can differ from the hour's.
 #
 # </details>
-
-
-# %%
-def _average_via_snapshots(state_dicts: list[dict]) -> dict:
-    """The book's average_snapshots, on state dicts saved as snapshot files in a scratch folder."""
-    with tempfile.TemporaryDirectory() as scratch:
-        paths = []
-        for index, state in enumerate(state_dicts):
-            paths.append(Path(scratch) / f"step-{index:06d}.pt")
-            torch.save({"model": state, "model_config": {}}, paths[-1])
-        return average_snapshots(paths)
-
-
-def _cases_average() -> list:
-    generator = torch.Generator().manual_seed(72)
-
-    def state() -> dict:
-        return {
-            "w": torch.randn(3, 4, generator=generator),
-            "b": torch.randn(4, generator=generator),
-        }
-
-    return [(([state() for _ in range(count)],), {}) for count in (1, 3, 5)]
-
-
-exercise_7_2 = Exercise(
-    "exercise 7.2 (checkpoint averaging)",
-    "my_average(state_dicts) -> {name: mean tensor}",
-    _average_via_snapshots,
-    _cases_average,
-    (
-        Mistake(
-            "the weights are summed, not averaged: divide by the number of checkpoints.",
-            lambda states: {k: sum(s[k] for s in states) for k in states[0]},
-        ),
-        Mistake(
-            "only the last checkpoint is returned.",
-            lambda states: dict(states[-1]),
-        ),
-        Mistake(
-            "the first and the last are averaged; every checkpoint counts.",
-            lambda states: {k: (states[0][k] + states[-1][k]) / 2 for k in states[0]},
-        ),
-    ),
-)
+#
+# The check's cases and the mistakes it recognises are in `annotated/exercises/ch07_multi30k.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch07_multi30k import exercise_7_2
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_average(state_dicts):

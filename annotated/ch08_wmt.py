@@ -75,7 +75,8 @@ from annotated.runs import (
 #
 # from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 # from annotated.figures import use_book_charts
-# from annotated.runs import RUNS_DIR, training_chart
+# from annotated.figures.ch07_multi30k import training_chart  # chapter 7's curves
+# from annotated.runs import RUNS_DIR
 # from annotated.threads import use_fair_threads
 #
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)

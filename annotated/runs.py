@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import altair as alt
 import pandas as pd
 import torch
 from torch import Tensor, nn
@@ -50,7 +49,6 @@ from annotated.ch05_text import BatchPlan, Corpus
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.checkpoints import load_checkpoint, read_checkpoint
 from annotated.distributed import rank_and_world, sum_over_processes
-from annotated.figures import rounded
 from annotated.files import atomic_write, folder_lock, runs_dir
 
 RUNS_DIR = runs_dir()  # the checkout's runs/, else the user's (files.runs_dir)
@@ -600,38 +598,3 @@ def _scored_setups(run: Run, copy_unknowns: bool) -> list[tuple]:
     if run.averaged is None:
         setups.pop(1)
     return setups
-
-
-def training_chart(
-    history: pd.DataFrame, evals: pd.DataFrame, title: str = "The Multi30k run"
-) -> alt.VConcatChart:
-    """Training loss and validation BLEU against training minutes."""
-    minutes = history.seconds.cumsum() / 60
-    loss = pd.DataFrame(
-        {
-            "train minutes": minutes,
-            "loss": history.loss.rolling(50, min_periods=1).mean(),
-            "step": history.step,
-        }
-    ).iloc[:: max(1, len(history) // 400)]  # about 400 points are plenty for the eye
-    loss_chart = (
-        alt.Chart(rounded(loss))
-        .mark_line()
-        .encode(
-            x=alt.X("train minutes:Q", title="training time (minutes)"),
-            y=alt.Y("loss:Q", title="training loss (KL, per token)", scale=alt.Scale(type="log")),
-            tooltip=["step", "train minutes", "loss"],
-        )
-        .properties(width=460, height=180, title="Training loss")
-    )
-    bleu_chart = (
-        alt.Chart(rounded(evals.astype(float), 4))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("train minutes:Q", title="training time (minutes)"),
-            y=alt.Y("val BLEU:Q", title="validation BLEU (greedy)"),
-            tooltip=["step", "epoch", "train minutes", "val BLEU"],
-        )
-        .properties(width=460, height=180, title="Validation BLEU, measured at each evaluation")
-    )
-    return alt.vconcat(loss_chart, bleu_chart).properties(title=title)

@@ -1,0 +1,55 @@
+"""Chapter 4's exercise: cutting decoded rows at </s> (`until_eos`), its cases and its mistakes."""
+
+from __future__ import annotations
+
+import torch
+
+from annotated.ch03_training import SpecialTokens
+from annotated.ch04_copy_task import until_eos
+from annotated.exercises import Exercise, Mistake
+
+
+def _cases_until_eos() -> list:
+    specials = SpecialTokens(pad=0, bos=1, eos=2)
+    return [
+        ((torch.tensor([[5, 6, 2, 0], [7, 2, 8, 2], [3, 4, 5, 6]]), specials), {}),
+        ((torch.tensor([[2, 5, 5], [0, 4, 2]]), specials), {}),
+        ((torch.tensor([[9, 0, 9, 2, 9]]), specials), {}),
+    ]
+
+
+def _until_with(ids, specials, keep_eos=False, last_eos=False, keep_pad=False):
+    rows = []
+    for row in ids.tolist():
+        end = len(row)
+        if specials.eos in row:
+            end = (
+                len(row) - 1 - row[::-1].index(specials.eos)
+                if last_eos
+                else row.index(specials.eos)
+            )
+            end += 1 if keep_eos else 0
+        rows.append([t for t in row[:end] if keep_pad or t != specials.pad])
+    return rows
+
+
+exercise_4_2 = Exercise(
+    "exercise 4.2 (cutting outputs at </s>)",
+    "my_until_eos(ids, specials) -> list of lists of ids",
+    until_eos,
+    _cases_until_eos,
+    (
+        Mistake(
+            "the </s> is kept; the output ends before it.",
+            lambda ids, s: _until_with(ids, s, keep_eos=True),
+        ),
+        Mistake(
+            "the row is cut at its last </s>; cut at the first, everything after it is noise.",
+            lambda ids, s: _until_with(ids, s, last_eos=True),
+        ),
+        Mistake(
+            "padding ids are kept in the output; leave them out.",
+            lambda ids, s: _until_with(ids, s, keep_pad=True),
+        ),
+    ),
+)
