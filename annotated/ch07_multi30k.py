@@ -447,7 +447,12 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # # (trained weights: they depend on the run and the hardware's arithmetic)
-# from annotated.ch01_attention import all_queries_chart, one_query_chart, one_query_steps, vectors_chart
+# from annotated.figures.ch01_attention import (  # chapter 1's charts of its walk
+#     all_queries_chart,
+#     one_query_chart,
+#     one_query_steps,
+#     vectors_chart,
+# )
 #
 # walk_model = run.averaged or run.translator
 # sentence = walk_sentence(run.corpus)

@@ -318,7 +318,6 @@ def table3_sweep(name: str | None = None) -> tuple[str, Table3Sweep]:
     return pick_profile(TABLE3_PROFILES, name, "full")
 
 
-table3_plan = table3_sweep  # its former name, which tests/test_runs.py and test_install.py call
 
 
 def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,7 +41,6 @@ from annotated.ch03_training import (
     SpecialTokens,
     TrainConfig,
     train,
-    use_bf16,
     use_fast_dropout,
 )
 from annotated.ch05_text import BatchPlan, Corpus
@@ -50,6 +48,7 @@ from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.checkpoints import load_checkpoint, read_checkpoint
 from annotated.distributed import rank_and_world, sum_over_processes
 from annotated.files import atomic_write, folder_lock, runs_dir
+from annotated.machine import describe as describe_machine
 
 RUNS_DIR = runs_dir()  # the checkout's runs/, else the user's (files.runs_dir)
 PROFILE_ENV = "ANNOTATED_PROFILE"
@@ -193,22 +192,6 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     with atomic_write(path, "w", encoding="utf-8") as handle:
         frame.to_csv(handle, index=False)
-
-
-def machine() -> str:
-    """CPU architecture and model, cores, torch version and threads, bf16 support."""
-    model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{platform.machine()} {model}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}"
-    )
 
 
 def training_device() -> torch.device:
@@ -370,7 +353,7 @@ def time_budget(
         seconds,
         probe,
         keep_recipe=bool(history),  # a checkpoint is tied to the recipe's schedule
-        machine=machine(),
+        machine=describe_machine(),
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )
     write_budget(folder, plan)

@@ -130,8 +130,8 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     # Chapter 9 reads the Table 3 record the wheel carries, the same as the checkout's.
     read = run(
         "-c",
-        "from annotated import ch09_table3 as c; p = c.table3_plan('class')[1]; "
-        "print(p.results); print(len(c.read_results(p.results)))",
+        "from annotated import ch09_table3 as c; from annotated.sweeps import read_results; "
+        "p = c.table3_sweep('class')[1]; print(p.results); print(len(read_results(p.results)))",
     )
     record = read.stdout.split()
     assert read.returncode == 0, read.stderr

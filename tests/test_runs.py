@@ -117,7 +117,7 @@ def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):
     monkeypatch.setenv(PROFILE_ENV, "class")
     assert ch07_multi30k.profile_config()[0] == "class"
     assert ch08_wmt.wmt_profile() == ("class", ch08_wmt.WMT_PROFILES["smoke"])
-    assert ch09_table3.table3_plan() == ("class", ch09_table3.TABLE3_PROFILES["full"])
+    assert ch09_table3.table3_sweep() == ("class", ch09_table3.TABLE3_PROFILES["full"])
     assert all("class" in names for names in train.task_profiles().values())
 
 

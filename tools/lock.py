@@ -9,6 +9,7 @@ clone gets the versions the notebooks were executed with.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -48,10 +49,13 @@ def pins(python: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    python, target = argv
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("python", help="the Python of the environment whose packages to pin")
+    parser.add_argument("target", type=Path, help="the constraints file to write")
+    args = parser.parse_args(argv)
+    python, target = args.python, args.target
     found = pins(python)
     with atomic_write(Path(target), "w", encoding="utf-8") as handle:
         handle.write(HEADER + "\n".join(found) + "\n")
