@@ -305,7 +305,7 @@ def length_penalty_sweep(
     """BLEU, chrF and length ratio of beam search on a split, one row per length penalty."""
     rows = []
     for alpha in alphas:
-        scores, _ = evaluate_split(translator, corpus, split, limit, beam, alpha)
+        scores, _ = evaluate_split(translator, corpus, split, limit=limit, beam=beam, alpha=alpha)
         rows.append({"α": alpha, **{k: scores[k] for k in ("BLEU", "chrF", "length ratio")}})
     return pd.DataFrame(rows)
 

@@ -60,7 +60,6 @@ from annotated.ch06_decoding import tokenized_bleu
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import read_wmt14
 from annotated.distributed import rank_and_world
-from annotated.exercises import Exercise, Mistake
 from annotated.runs import (
     Run,
     RunConfig,
@@ -713,45 +712,12 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # schedule counts steps, so the two runs then follow different schedules over the same data.
 #
 # </details>
-
-
-# %%
-exercise_8_2 = Exercise(
-    "exercise 8.2 (micro-batches per step)",
-    "my_accumulation(tokens_per_step, max_tokens, processes) -> int >= 1",
-    lambda tokens, max_tokens, processes: WMTConfig(
-        tokens_per_step=tokens, max_tokens=max_tokens
-    ).accumulation(processes),
-    lambda: [
-        ((tokens, max_tokens, processes), {})
-        for tokens, max_tokens, processes in (
-            (25000, 3125, 1),
-            (25000, 3125, 8),
-            (6000, 3000, 1),
-            (6000, 3000, 4),
-            (10000, 3000, 1),
-            (5000, 3000, 1),
-            (25000, 4000, 2),
-        )
-    ],
-    (
-        Mistake(
-            "the processes are ignored: each of them runs its own share of the step's batches.",
-            lambda tokens, max_tokens, processes: max(1, round(tokens / max_tokens)),
-        ),
-        Mistake(
-            "the count is rounded down; round to the nearest whole number.",
-            lambda tokens, max_tokens, processes: max(1, tokens // (max_tokens * processes)),
-        ),
-        Mistake(
-            "it can be 0: with more processes than micro-batches, every process still runs one.",
-            lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
-        ),
-    ),
-)
+#
+# The check's cases and the mistakes it recognises are in `annotated/exercises/ch08_wmt.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch08_wmt import exercise_8_2
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_accumulation(tokens_per_step, max_tokens, processes):

@@ -318,8 +318,6 @@ def table3_sweep(name: str | None = None) -> tuple[str, Table3Sweep]:
     return pick_profile(TABLE3_PROFILES, name, "full")
 
 
-
-
 def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
     """Every model a sweep trains, with the settings Table 3 varies."""
     papers = {v.name: v.paper.setting if v.row != "base" else "base" for v in sweep.variants}
@@ -405,7 +403,13 @@ def measure(job: Job, corpus: Corpus) -> dict:
             )
         beam, alpha = config.decoding.beam, config.decoding.alpha
         beamed, _ = evaluate_split(
-            run.translator, corpus, "val", config.val_sentences, beam, alpha, False
+            run.translator,
+            corpus,
+            "val",
+            limit=config.val_sentences,
+            beam=beam,
+            alpha=alpha,
+            copy_unknowns=False,
         )
     model = run.translator.model
     return {

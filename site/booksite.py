@@ -10,7 +10,7 @@ Sphinx wants all its pages under one source folder, and the chapters live in `no
 build first stages a source folder in `_build/site/`:
 
     _build/site/src/          index.md (from site/), and a copy of every notebooks/ch*.ipynb
-    _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures.py)
+    _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures/__init__.py)
     _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/
     _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
 

@@ -36,7 +36,7 @@ myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 # A chart output carries a Vega-Lite spec (which myst-nb cannot draw; booksite.page_source drops
 # it from the staged copy) and an HTML form that draws it with the site's own vega bundle
-# (annotated/figures.py). The HTML form comes first, and myst-nb keeps its <script> as it is.
+# (annotated/figures/__init__.py). The HTML form comes first, and myst-nb keeps its <script> as it is.
 nb_mime_priority_overrides = [("html", "text/html", 0)]
 # myst-nb would put require.js and the widget manager from a CDN on pages with widgets; the book
 # has none, and a page must never reach another host.

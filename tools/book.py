@@ -206,7 +206,7 @@ def execute(source: Path) -> float:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    # Charts emit their offline HTML form too when the book is executed (see annotated/figures.py).
+    # Charts emit their offline HTML form too when the book is executed (see annotated/figures/__init__.py).
     os.environ[HTML_ENV] = "1"
     started = time.perf_counter()
     client = NotebookClient(

@@ -1,0 +1,40 @@
+"""Chapter 8's exercise: micro-batches per step (`WMTConfig.accumulation`), cases and mistakes."""
+
+from __future__ import annotations
+
+from annotated.ch08_wmt import WMTConfig
+from annotated.exercises import Exercise, Mistake
+
+exercise_8_2 = Exercise(
+    "exercise 8.2 (micro-batches per step)",
+    "my_accumulation(tokens_per_step, max_tokens, processes) -> int >= 1",
+    lambda tokens, max_tokens, processes: WMTConfig(
+        tokens_per_step=tokens, max_tokens=max_tokens
+    ).accumulation(processes),
+    lambda: [
+        ((tokens, max_tokens, processes), {})
+        for tokens, max_tokens, processes in (
+            (25000, 3125, 1),
+            (25000, 3125, 8),
+            (6000, 3000, 1),
+            (6000, 3000, 4),
+            (10000, 3000, 1),
+            (5000, 3000, 1),
+            (25000, 4000, 2),
+        )
+    ],
+    (
+        Mistake(
+            "the processes are ignored: each of them runs its own share of the step's batches.",
+            lambda tokens, max_tokens, processes: max(1, round(tokens / max_tokens)),
+        ),
+        Mistake(
+            "the count is rounded down; round to the nearest whole number.",
+            lambda tokens, max_tokens, processes: max(1, tokens // (max_tokens * processes)),
+        ),
+        Mistake(
+            "it can be 0: with more processes than micro-batches, every process still runs one.",
+            lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
+        ),
+    ),
+)
