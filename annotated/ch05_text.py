@@ -35,14 +35,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 import sentencepiece as spm
 import spacy
 
 from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 from annotated.datasets import read_multi30k
-from annotated.exercises import Exercise, Mistake
 from annotated.files import atomic_write
+
+# %% tags=["active-ipynb"]
+# import pandas as pd
+#
+# from annotated.figures.ch05_text import batch_sizes_table, batching_table, vocab_table
 
 # %% [markdown]
 # ## 1. The data
@@ -157,8 +160,11 @@ def detokenize(tokens: Sequence[str]) -> str:
 SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
 
 
-def read_vocabulary_file(path: str | Path, content: str) -> dict:
-    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error."""
+def read_vocabulary_file(path: str | Path, content: str, expected_settings: dict | None) -> dict:
+    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error.
+
+    A vocabulary built with other settings than `expected_settings` (when given) is refused.
+    """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not {"settings", content} <= set(data):
@@ -168,6 +174,19 @@ def read_vocabulary_file(path: str | Path, content: str) -> dict:
             f"{path} is not a vocabulary file of this book ({error}); delete it, and the next "
             "training run rebuilds it from the training data"
         ) from None
+    saved = data["settings"]
+    if expected_settings is not None and saved != expected_settings:
+        differing = sorted(
+            key
+            for key in set(saved) | set(expected_settings)
+            if saved.get(key) != expected_settings.get(key)
+        )
+        raise ValueError(
+            f"{path} was built with other settings ({', '.join(differing)}: saved "
+            f"{[saved.get(k) for k in differing]}, wanted "
+            f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
+            "the configuration that built it."
+        )
     return data
 
 
@@ -274,19 +293,7 @@ class Vocab(Vocabulary):
     @classmethod
     def load(cls, path: str | Path, expected_settings: dict | None = None) -> Vocab:
         """Read a saved vocabulary, refusing one built with other settings than expected."""
-        data = read_vocabulary_file(path, "tokens")
-        if expected_settings is not None and data["settings"] != expected_settings:
-            differing = sorted(
-                key
-                for key in set(data["settings"]) | set(expected_settings)
-                if data["settings"].get(key) != expected_settings.get(key)
-            )
-            raise ValueError(
-                f"{path} was built with other settings ({', '.join(differing)}: saved "
-                f"{[data['settings'].get(k) for k in differing]}, wanted "
-                f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
-                "the configuration that built it."
-            )
+        data = read_vocabulary_file(path, "tokens", expected_settings)
         return cls(tuple(data["tokens"]), data["settings"])
 
 
@@ -401,12 +408,7 @@ class Subwords(Vocabulary):
     @classmethod
     def load(cls, path: str | Path, expected_settings: dict | None = None) -> Subwords:
         """Read a saved vocabulary, refusing one built with other settings than expected."""
-        data = read_vocabulary_file(path, "model")
-        if expected_settings is not None and data["settings"] != expected_settings:
-            raise ValueError(
-                f"{path} was built with {data['settings']}, not {expected_settings}. Delete it "
-                "to rebuild it, or use the configuration that built it."
-            )
+        data = read_vocabulary_file(path, "model", expected_settings)
         return cls(bytes.fromhex(data["model"]), data["settings"])
 
 
@@ -420,6 +422,7 @@ class Subwords(Vocabulary):
 # subset, but its vocabulary is the real one). Sources end with `</s>`, so the encoder sees where
 # the sentence stops. A `Corpus` holds the result: the raw text of each split, its ids, and the
 # vocabularies; chapter 8 builds one for WMT with `subword_corpus`.
+# (The tables of this chapter are built in `annotated/figures/ch05_text.py`.)
 
 
 # %%
@@ -505,13 +508,7 @@ def word_corpus(
             continue
         if "train" not in tokens:
             raise ValueError("building a vocabulary needs the train split")
-        vocabs.append(
-            Vocab.build(
-                tokens["train"][index],
-                min_freq,
-                **{k: v for k, v in settings.items() if k != "min_freq"},
-            )
-        )
+        vocabs.append(Vocab.build(tokens["train"][index], **settings))
     src_vocab, tgt_vocab = vocabs
     ids = {
         split: [
@@ -545,20 +542,6 @@ def save_vocabularies(corpus: Corpus, folder: Path) -> None:
                 f"{path} differs from the vocabulary of the corpus given: use another folder, "
                 "or delete the run to start over"
             )
-
-
-def vocab_table(corpus: Corpus) -> pd.DataFrame:
-    """Vocabulary sizes and how often each split's tokens are unknown."""
-    rows = []
-    for index, (language, vocab) in enumerate(
-        (("German", corpus.src_vocab), ("English", corpus.tgt_vocab))
-    ):
-        row = {"language": language, "vocabulary": len(vocab)}
-        for split, pairs in corpus.ids.items():
-            ids = [i for pair in pairs for i in pair[index] if i != vocab.specials.eos]
-            row[f"<unk> in {split}"] = f"{100 * sum(i == vocab.unk for i in ids) / len(ids):.2f}%"
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("language")
 
 
 # %% tags=["active-ipynb"]
@@ -624,10 +607,7 @@ def token_batches(
     order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0]), jitter[i]))
     batches, current, longest_src, longest_tgt = [], [], 0, 0
     for i in order:
-        src_len, tgt_len = (
-            len(pairs[i][0]),
-            len(pairs[i][1]) + 1,
-        )  # +1: <s> or </s> around the target
+        src_len, tgt_len = len(pairs[i][0]), len(pairs[i][1]) + 1  # +1: <s> or </s> around it
         if max(src_len, tgt_len) > max_tokens:
             raise ValueError(f"pair {i} is longer than max_tokens={max_tokens}: raise the budget")
         grow_src, grow_tgt = max(longest_src, src_len), max(longest_tgt, tgt_len)
@@ -661,27 +641,6 @@ def padding_fraction(
     return 1 - real / slots
 
 
-def batching_table(pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int) -> pd.DataFrame:
-    """Padding wasted by three ways of batching the same pairs."""
-    ours = token_batches(pairs, max_tokens)
-    size = round(len(pairs) / len(ours))  # the same number of sentences per batch, on average
-    shuffled = list(range(len(pairs)))
-    random.Random(0).shuffle(shuffled)
-    random_batches = [shuffled[i : i + size] for i in range(0, len(shuffled), size)]
-    real = sum(len(s) + len(t) + 1 for s, t in pairs)
-    rows = [
-        ("sorted by length, token budget (ours)", padding_fraction(pairs, ours)),
-        (f"random order, {size} sentences a batch", padding_fraction(pairs, random_batches)),
-        ("every sentence padded to 72 tokens", 1 - real / (len(pairs) * 2 * 72)),
-    ]
-    return pd.DataFrame(
-        [
-            {"batching": name, "padding (% of slots)": round(100 * fraction, 1)}
-            for name, fraction in rows
-        ]
-    ).set_index("batching")
-
-
 # %% tags=["active-ipynb"]
 # batching_table(corpus.ids["train"], max_tokens=3000)  # chapter 7's budget
 
@@ -691,16 +650,7 @@ def batching_table(pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int
 # computer's time on padding. The batches themselves:
 
 # %% tags=["active-ipynb"]
-# plan = token_batches(corpus.ids["train"], max_tokens=3000)
-# sizes = pd.DataFrame(
-#     {
-#         "sentences": [len(b) for b in plan],
-#         "padded target tokens": [
-#             len(b) * max(len(corpus.ids["train"][i][1]) + 1 for i in b) for b in plan
-#         ],
-#     }
-# )
-# sizes.describe().loc[["count", "mean", "min", "max"]].round(1)
+# batch_sizes_table(corpus.ids["train"], token_batches(corpus.ids["train"], max_tokens=3000))
 
 
 # %% [markdown]
@@ -819,100 +769,12 @@ class BatchPlan:
 # more words whole, at the price of rarer symbols, each seen fewer times in training.
 #
 # </details>
-
-
-# %%
-def _cases_vocabulary() -> list:
-    text = ["a b c a", "b a d", "c c a e", "e d"]
-    tied = ["zeta alpha", "alpha zeta", "mid"]
-    return [
-        (([s.split() for s in text], 2), {}),
-        (([s.split() for s in text], 1), {}),
-        (([s.split() for s in tied], 1), {}),
-        (([s.split() for s in text], 5), {}),
-    ]
-
-
-def _vocabulary_with(sentences, min_freq, strictly_more=False, ties="alphabetical", specials=True):
-    counts = Counter(token for sentence in sentences for token in sentence)
-    kept = [t for t, n in counts.items() if (n > min_freq if strictly_more else n >= min_freq)]
-    if ties == "alphabetical":
-        kept.sort(key=lambda t: (-counts[t], t))
-    elif ties == "first seen":
-        kept.sort(key=lambda t: -counts[t])
-    else:
-        kept.sort()
-    return (SPECIALS if specials else ()) + tuple(kept)
-
-
-exercise_5_2 = Exercise(
-    "exercise 5.2 (a word vocabulary)",
-    "my_vocabulary(sentences, min_freq) -> tuple of tokens, the specials first",
-    lambda sentences, min_freq: Vocab.build(sentences, min_freq).tokens,
-    _cases_vocabulary,
-    (
-        Mistake(
-            "tokens seen exactly min_freq times are left out: keep those seen *at least* min_freq times.",
-            lambda s, m: _vocabulary_with(s, m, strictly_more=True),
-        ),
-        Mistake(
-            "equally frequent tokens keep the order they were first seen in; break ties "
-            "alphabetically, so the same data always gives the same ids.",
-            lambda s, m: _vocabulary_with(s, m, ties="first seen"),
-        ),
-        Mistake(
-            "the tokens are in alphabetical order; the most frequent come first.",
-            lambda s, m: _vocabulary_with(s, m, ties="alphabet only"),
-        ),
-        Mistake(
-            "the specials are missing: <unk>, <pad>, <s> and </s> come first, in that order.",
-            lambda s, m: _vocabulary_with(s, m, specials=False),
-        ),
-    ),
-)
-
-
-def _padding_with(pairs, batches, target_extra=1, sides=("src", "tgt")):
-    slots = real = 0
-    for batch in batches:
-        lengths = {
-            "src": [len(pairs[i][0]) for i in batch],
-            "tgt": [len(pairs[i][1]) + target_extra for i in batch],
-        }
-        for side in sides:
-            slots += len(batch) * max(lengths[side])
-            real += sum(lengths[side])
-    return 1 - real / slots
-
-
-exercise_5_3 = Exercise(
-    "exercise 5.3 (the padding of a batch plan)",
-    "my_padding_fraction(pairs, batches) -> float in [0, 1)",
-    padding_fraction,
-    lambda: [
-        (([([5] * s, [6] * t) for s, t in ((2, 1), (4, 3))], [[0, 1]]), {}),
-        (([([5] * s, [6] * t) for s, t in ((3, 3), (3, 1), (7, 2), (1, 6))], [[0, 1], [2, 3]]), {}),
-        (([([5] * s, [6] * t) for s, t in ((4, 4), (4, 4))], [[0], [1]]), {}),
-    ],
-    (
-        Mistake(
-            "the target's extra token is missing: each target is padded with <s> or </s> around it, "
-            "one slot more than its ids.",
-            lambda p, b: _padding_with(p, b, target_extra=0),
-        ),
-        Mistake(
-            "only the targets are counted; the sources are padded too.",
-            lambda p, b: _padding_with(p, b, sides=("tgt",)),
-        ),
-        Mistake(
-            "only the sources are counted; the targets are padded too.",
-            lambda p, b: _padding_with(p, b, sides=("src",)),
-        ),
-    ),
-)
+#
+# The checks' cases and the mistakes they recognise are in `annotated/exercises/ch05_text.py`.
 
 # %% tags=["active-ipynb"]
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch05_text import exercise_5_2, exercise_5_3  # cases and mistakes
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_vocabulary(sentences, min_freq):

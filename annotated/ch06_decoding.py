@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,19 +36,18 @@ from torch import Tensor
 
 from annotated.ch01_attention import MultiHeadAttention, kept_weights, padding_mask, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
-from annotated.ch03_training import SpecialTokens, inference, pad_sequences, read_checkpoint
+from annotated.ch03_training import SpecialTokens, inference, pad_sequences
 from annotated.ch04_copy_task import until_eos
 from annotated.ch05_text import Corpus, Subwords, Vocab, Vocabulary
-from annotated.exercises import Exercise, Mistake
+from annotated.checkpoints import read_checkpoint
 
 # %% tags=["active-ipynb"]
 # import time
 #
-# import altair as alt
 # import pandas as pd
 #
 # from annotated.ch04_copy_task import greedy_decode
-# from annotated.figures import rounded, use_book_charts
+# from annotated.figures import use_book_charts
 # from annotated.threads import use_fair_threads
 #
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
@@ -265,9 +263,8 @@ def beam_search(
 ) -> Tensor:
     """Batched beam search: (batch, src_len) -> (batch, <= max_len) best ids, </s> included, padded.
 
-    `trace`, a list, receives the first sentence's search step by step (for `beam_tree`): for
-    each step, its 2k best candidates, each with the beam position of the hypothesis it extends,
-    its token and score, whether it finished, and the position it keeps in the beam, if any.
+    `trace`, a list, receives the first sentence's search as it goes (for `beam_winner` and
+    `beam_tree`): for each step, its 2k best candidates as a tuple of `BeamCandidate`, best first.
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -281,84 +278,54 @@ def beam_search(
         # Sum of log-probabilities of each live hypothesis; at the start only one per sentence is live.
         scores = torch.full((batch, beam), -math.inf, device=device)
         scores[:, 0] = 0.0
-        best_score = torch.full(
-            (batch,), -math.inf, device=device
-        )  # best finished, length-penalized
-        best = [[] for _ in range(batch)]  # its tokens
-        finished_count = torch.zeros(batch, dtype=torch.long, device=device)
-        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        best_score = torch.full((batch,), -math.inf, device=device)  # best finished, penalized
+        best: list[list[int]] = [[] for _ in range(batch)]  # its tokens
+        finished = torch.zeros(batch, dtype=torch.long, device=device)  # candidates set aside
         rows = torch.arange(batch, device=device).unsqueeze(1) * beam  # first row of each sentence
         for step in range(1, max_len + 1):
-            tracing = trace is not None and not bool(done[0])
+            tracing = trace is not None and bool(finished[0] < beam)
             states = model.decode(memory, src_mask, ys[:, -1:], None, cache)
-            log_probs = (
-                model.generator(states[:, -1]).float().log_softmax(dim=-1)
-            )  # (batch*beam, V)
-            vocab = log_probs.size(-1)
-            candidates = (scores.unsqueeze(-1) + log_probs.view(batch, beam, vocab)).view(batch, -1)
-            # 2k candidates are enough: at most k of them can end with </s>.
-            top_scores, top_index = candidates.topk(min(2 * beam, candidates.size(1)), dim=-1)
-            origin, token = (
-                top_index // vocab,
-                top_index % vocab,
-            )  # (batch, 2k): which hypothesis, which word
-            ends = token == specials.eos
-            if step == max_len:  # out of room: whatever is live ends here
-                ends = torch.ones_like(ends)
-            # Set aside the finished candidates (only those ranked within the top k count, as in
-            # the usual formulation; a finished candidate below k live ones would never win).
-            rank = torch.arange(top_scores.size(1), device=device).expand_as(top_scores)
-            finishing = ends & (rank < beam) & ~done.unsqueeze(1) & torch.isfinite(top_scores)
+            top_scores, origin, token = _extend(scores, model.generator(states[:, -1]), beam)
+            ends = (token == specials.eos) | (step == max_len)  # out of room: all live ones end
+            # Set aside those that ended within the best k (one ranked lower could never win).
+            ranked = torch.arange(ends.size(1), device=device) < beam
+            finishing = ends & ranked & (finished < beam).unsqueeze(1) & torch.isfinite(top_scores)
             if finishing.any():
-                penalized = top_scores / length_penalty(
-                    torch.tensor(float(step), device=device), alpha
-                )
+                lp = length_penalty(torch.tensor(float(step), device=device), alpha)
+                penalized = top_scores / lp
                 for b, j in finishing.nonzero().tolist():
-                    finished_count[b] += 1
+                    finished[b] += 1
                     if penalized[b, j] > best_score[b]:
                         best_score[b] = penalized[b, j]
-                        row = rows[b, 0] + origin[b, j]
-                        best[b] = ys[row, 1:].tolist() + [token[b, j].item()]
-            done |= finished_count >= beam
-            if tracing:
-                trace.append(_traced_step(step, origin[0], token[0], top_scores[0], finishing[0]))
+                        best[b] = ys[rows[b, 0] + origin[b, j], 1:].tolist() + [token[b, j].item()]
+            done = finished >= beam
+            # The k best candidates that did not end continue.
+            keep_scores, keep = top_scores.masked_fill(ends, -math.inf).topk(beam, dim=-1)
+            if tracing:  # the first sentence's step, and its survivors in their new beam order
+                kept = [] if done[0] else keep[0, keep_scores[0].isfinite()].tolist()
+                trace.append(_traced_step(ys, top_scores, origin, token, finishing, kept))
             if done.all():
                 break
-            # The k best candidates that did not end continue.
-            live_scores = top_scores.masked_fill(ends, -math.inf)
-            keep_scores, keep = live_scores.topk(beam, dim=-1)  # (batch, k)
-            if tracing and not done[0]:
-                for position, j in enumerate(keep[0].tolist()):
-                    if math.isfinite(keep_scores[0, position]):
-                        trace[-1][j]["kept"] = position
             scores = keep_scores
             chosen_rows = (rows + origin.gather(1, keep)).view(-1)  # (batch*k,) rows that continue
-            chosen_tokens = token.gather(1, keep).view(-1, 1)
-            ys = torch.cat([ys.index_select(0, chosen_rows), chosen_tokens], dim=1)
+            ys = torch.cat([ys.index_select(0, chosen_rows), token.gather(1, keep).view(-1, 1)], 1)
             cache.select(chosen_rows, source_too=False)  # a sentence's rows share its source
-        longest = max(len(tokens) for tokens in best)
-        out = torch.full((batch, longest), specials.pad, dtype=torch.long, device=device)
-        for b, tokens in enumerate(best):
-            out[b, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        return out
+        return pad_sequences(best, specials.pad).to(device)
 
 
-def _traced_step(
-    step: int, origin: Tensor, token: Tensor, score: Tensor, finishing: Tensor
-) -> list[dict]:
-    """One step of one sentence's search, as `beam_search(trace=...)` records it."""
-    return [
-        {
-            "step": step,
-            "parent": int(origin[j]),
-            "token": int(token[j]),
-            "score": float(score[j]),
-            "finished": bool(finishing[j]),
-            "kept": None,
-        }
-        for j in range(score.size(0))
-        if math.isfinite(score[j])  # topk sorts: the infinite ones (dead hypotheses) come last
-    ]
+def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Every hypothesis extended by every word, and the 2k best extensions of each sentence.
+
+    scores (batch, k) are the beam's sums so far, logits (batch * k, V) the model's next-word
+    scores. Returns the extensions' sums, the beam position each extends and the word it adds,
+    each (batch, 2k), best first.
+    """
+    batch, vocab = scores.size(0), logits.size(-1)
+    log_probs = logits.float().log_softmax(dim=-1).view(batch, beam, vocab)
+    candidates = (scores.unsqueeze(-1) + log_probs).view(batch, -1)  # (batch, k * V)
+    # 2k candidates are enough: at most k of them can end with </s>.
+    top_scores, top_index = candidates.topk(min(2 * beam, candidates.size(1)), dim=-1)
+    return top_scores, top_index // vocab, top_index % vocab
 
 
 # %% [markdown]
@@ -367,19 +334,9 @@ def _traced_step(
 # afford more negative sums and still win.
 
 # %% tags=["active-ipynb"]
-# lengths = torch.arange(1, 41, dtype=torch.float64)
-# penalties = pd.DataFrame(
-#     [
-#         {"length |Y|": int(n), "α": str(alpha), "lp(Y)": float(value)}
-#         for alpha in (0.0, 0.6, 1.0, 2.5)
-#         for n, value in zip(lengths, length_penalty(lengths, alpha))
-#     ]
-# )
-# alt.Chart(rounded(penalties)).mark_line().encode(
-#     x=alt.X("length |Y|:Q", title="candidate length |Y| (tokens)"),
-#     y=alt.Y("lp(Y):Q", title="length penalty lp(Y)", scale=alt.Scale(type="log")),
-#     color=alt.Color("α:N", title="α"),
-# ).properties(width=420, height=220, title="The length penalty for α = 0, 0.6 (the paper), 1 and 2.5")
+# from annotated.figures.ch06_decoding import penalty_chart  # the chart's code
+#
+# penalty_chart()
 
 # %% [markdown]
 # A beam of one keeps one hypothesis, so it must be greedy decoding, whatever $\alpha$ is; the toy
@@ -400,13 +357,64 @@ def _traced_step(
 # %% [markdown]
 # ### The search drawn as a tree
 #
-# `beam_search(..., trace=[])` records the first sentence's search as it goes, and `beam_tree`
-# draws it: one column per step, in each the $2k$ best extensions of the beam with their summed
-# log-probabilities, those kept for the next step, those that ended with `</s>` (finished
-# candidates) and those dropped. The hypotheses kept do not depend on $\alpha$: the length
-# penalty only ranks the finished candidates at the end. So one search shows what each $\alpha$
-# would choose. Here a beam of 3 and at most 8 tokens, on a sentence of another untrained model
-# (seeded so that the two choices differ).
+# `beam_search(..., trace=[])` records the first sentence's search as it goes: at each step its
+# $2k$ best extensions of the beam, each a `BeamCandidate` that holds its words, the hypothesis it
+# extends, its summed log-probability and what became of it: kept for the next step, set aside as
+# a finished candidate (it ended with `</s>`), or dropped. The hypotheses kept do not depend on
+# $\alpha$: the length penalty only ranks the finished candidates at the end. So one search shows
+# what each $\alpha$ would choose, and `beam_winner` picks it, ranking the finished candidates
+# exactly as `beam_search` does.
+
+
+# %%
+@dataclass(frozen=True)
+class BeamCandidate:
+    """One of the 2k best extensions of a sentence's beam at one step of a traced search."""
+
+    tokens: tuple[int, ...]  # the hypothesis it extends, then the word it adds (<s> left out)
+    parent: int  # the position in the beam of the hypothesis it extends
+    score: float  # the sum of its words' log-probabilities
+    finished: bool  # it ended within the best k (with </s>, or at the length limit): set aside
+    kept: int | None  # its position in the next step's beam, if it goes on
+
+
+def _traced_step(
+    ys: Tensor, score: Tensor, origin: Tensor, token: Tensor, finishing: Tensor, kept: list[int]
+) -> tuple[BeamCandidate, ...]:
+    """The first sentence's candidates at one step, as `beam_search(trace=...)` records them.
+
+    `ys` holds the beam's hypotheses (the first sentence's in rows 0 to k - 1), the (batch, 2k)
+    tensors its candidates; `kept` lists the candidates that go on, in their new beam order.
+    """
+    position = {j: p for p, j in enumerate(kept)}
+    columns = zip(*(t[0].tolist() for t in (origin, token, score, finishing)), strict=True)
+    return tuple(
+        BeamCandidate((*ys[parent, 1:].tolist(), word), parent, total, ended, position.get(j))
+        for j, (parent, word, total, ended) in enumerate(columns)
+        if math.isfinite(total)  # topk sorts: the infinite ones (dead hypotheses) come last
+    )
+
+
+def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamCandidate:
+    """The finished candidate of a traced search that `beam_search` returns for this alpha.
+
+    It has the best length-penalized score, computed as the search computes it (so that a close
+    call falls the same way), and is the first of them on a tie, as in the search.
+    """
+    finished = [c for step in trace for c in step if c.finished]
+    penalized = [
+        float(torch.tensor(c.score) / length_penalty(torch.tensor(float(len(c.tokens))), alpha))
+        for c in finished
+    ]
+    return finished[max(range(len(finished)), key=lambda i: (penalized[i], -i))]
+
+
+# %% [markdown]
+# `beam_tree` draws a trace: one column per step, in each the $2k$ best extensions of the beam
+# with their summed log-probabilities, those kept for the next step, those that ended with `</s>`
+# (finished candidates) and those dropped, and each $\alpha$'s winner outlined. Here a beam of 3
+# and at most 8 tokens, on a sentence of another untrained model (seeded so that the two choices
+# differ); the assertion checks that the trace's winner for $\alpha = 2.5$ is the search's output.
 
 # %% tags=["active-ipynb"]
 # from annotated.drawings import beam_tree
@@ -415,7 +423,8 @@ def _traced_step(
 # tree_toy = make_model(ModelConfig(50, 50, N=2, d_model=64, d_ff=128, h=4)).double()
 # tree_src = torch.randint(3, 50, (1, 12))
 # trace = []
-# beam_search(tree_toy, tree_src, padding_mask(tree_src, 0), toy_specials, 8, beam=3, alpha=2.5, trace=trace)
+# best = beam_search(tree_toy, tree_src, padding_mask(tree_src, 0), toy_specials, 8, beam=3, alpha=2.5, trace=trace)
+# assert best[0].tolist() == list(beam_winner(trace, 2.5).tokens)
 # beam_tree(trace, toy_words, alphas=(0.0, 2.5))
 
 # %% [markdown]
@@ -423,8 +432,9 @@ def _traced_step(
 # units of log-probability and the short candidates win without a penalty: with $\alpha = 0$ the
 # best is the two-token candidate that ended at step 2. With $\alpha = 2.5$ the length penalty
 # divides a candidate of 2 tokens by $((5 + 2) / 6)^{2.5} \approx 1.5$ but one of 7 tokens by
-# $((5 + 7) / 6)^{2.5} \approx 5.7$, and the seven-token candidate wins. A trained model puts most of its probability on a few words, and the penalty
-# then decides between close calls; chapter 7 draws the same tree for a real sentence.
+# $((5 + 7) / 6)^{2.5} \approx 5.7$, and the seven-token candidate wins. A trained model puts most
+# of its probability on a few words, and the penalty then decides between close calls; chapter 7
+# draws the same tree for a real sentence.
 
 
 # %% [markdown]
@@ -800,80 +810,14 @@ def evaluate_split(
 # German words, which get copied untranslated; chapter 7's scores show the net effect on BLEU.
 #
 # </details>
-
-
-# %%
-def _ngram_matches_with(hypothesis, reference, n, clip=True, total_from_reference=False):
-    grams = lambda tokens: Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))  # noqa: E731
-    mine, theirs = grams(hypothesis), grams(reference)
-    matches = sum(min(c, theirs[g]) if clip else (c if g in theirs else 0) for g, c in mine.items())
-    return matches, sum((theirs if total_from_reference else mine).values())
-
-
-def _sacrebleu_ngram_matches(hypothesis, reference, n):
-    bleu = sacrebleu.metrics.BLEU(tokenize="none", force=True, max_ngram_order=max(n, 1))
-    result = bleu.corpus_score([" ".join(hypothesis)], [[" ".join(reference)]])
-    return result.counts[n - 1], result.totals[n - 1]
-
-
-exercise_6_2 = Exercise(
-    "exercise 6.2 (the length penalty)",
-    "my_length_penalty(length, alpha) -> ((5 + length) / 6) ** alpha",
-    lambda length, alpha: length_penalty(torch.tensor(float(length)), alpha).item(),
-    lambda: [
-        ((length, alpha), {})
-        for length, alpha in ((1, 0.6), (10, 0.6), (30, 2.5), (7, 0.0), (4, 1.0))
-    ],
-    (
-        Mistake(
-            "the denominator (5 + 1)^alpha is missing: lp is 1 for a one-token output.",
-            lambda length, alpha: (5.0 + length) ** alpha,
-        ),
-        Mistake(
-            "alpha multiplies instead of being the exponent.",
-            lambda length, alpha: alpha * (5.0 + length) / 6.0,
-        ),
-        Mistake(
-            "the 5 is added after dividing: it is (5 + |Y|) / 6, the whole raised to alpha.",
-            lambda length, alpha: (5.0 + length / 6.0) ** alpha,
-        ),
-    ),
-    atol=1e-6,
-)
-
-exercise_6_3 = Exercise(
-    "exercise 6.3 (BLEU's clipped n-gram matches)",
-    "my_ngram_matches(hypothesis, reference, n) -> (matches, total)",
-    _sacrebleu_ngram_matches,
-    lambda: [
-        ((["the", "the", "the", "cat"], ["the", "cat", "sat", "on", "the", "mat"], 1), {}),
-        ((["the", "the", "the", "cat"], ["the", "cat", "sat", "on", "the", "mat"], 2), {}),
-        (
-            (
-                ["a", "dog", "runs", "in", "the", "park"],
-                ["a", "dog", "is", "running", "in", "the", "park"],
-                2,
-            ),
-            {},
-        ),
-        ((["two", "men", "two", "men"], ["two", "men", "talk"], 2), {}),
-        ((["short"], ["a", "much", "longer", "reference"], 1), {}),
-    ],
-    (
-        Mistake(
-            "the counts are not clipped: an n-gram counts at most as often as the reference has it "
-            "(otherwise 'the the the' scores perfectly against any reference with 'the').",
-            lambda h, r, n: _ngram_matches_with(h, r, n, clip=False),
-        ),
-        Mistake(
-            "the total counts the reference's n-grams; precision divides by the hypothesis's.",
-            lambda h, r, n: _ngram_matches_with(h, r, n, total_from_reference=True),
-        ),
-    ),
-)
+#
+# The checks' cases and the mistakes they recognise are in `annotated/exercises/ch06_decoding.py`.
 
 # %% tags=["active-ipynb"]
+# from collections import Counter
+#
 # from annotated.exercises import check  # runs your function against the book's
+# from annotated.exercises.ch06_decoding import exercise_6_2, exercise_6_3  # cases and mistakes
 
 # %% tags=["active-ipynb", "hide-input"]
 # def my_length_penalty(length, alpha):

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from annotated.ch01_attention import MultiHeadAttention, subsequent_mask
 from annotated.ch02_model import EncoderDecoder, LearnedPositions, ModelConfig, make_model
-from annotated.ch06_decoding import length_penalty
+from annotated.ch06_decoding import BeamCandidate, beam_winner
 from annotated.figures import HTML_ENV
 
 # Colours by kind of block (a light fill, the text stays black), close to the paper's Figure 1.
@@ -214,10 +214,20 @@ class Drawing:
 
 # ---------------------------------------------------------------- the architecture (Figure 1)
 
+PARTS = ("attention", "residual", "feed_forward", "stacks", "embeddings", "positions", "output")
+
+# Figure 1's layout, in SVG units (y grows downwards); everything is placed from these.
+FIGURE_WIDTH = 760
+FIGURE_HEIGHT = 840  # a post-norm model's canvas, laid out from its bottom edge up
+ENCODER_X, DECODER_X = 230, 540  # the centre line of each stack's column
 SUBLAYER_WIDTH = 214  # a sub-layer's box; the frame around a layer is a little wider
 FRAME_WIDTH = 250
-
-PARTS = ("attention", "residual", "feed_forward", "stacks", "embeddings", "positions", "output")
+COLUMN_WIDTH = 190  # the boxes outside the frames: embeddings, final LayerNorms, output layer
+TOKENS_MARGIN = 40  # under the inputs' line (a column's base): room for the tokens' words
+STACK_GAP = 10  # between the positional encoding's arrow and a stack's first sublayer
+# How far each piece of one sublayer rises, bottom up (`_layer_stack` draws them).
+NORM_RISE, SUBLAYER_RISE, ADD_NORM_RISE, PLUS_RISE, LINK_RISE = 41, 40, 42, 30, 14
+SOURCE_LENGTH, TARGET_LENGTH = "S", "T"  # the length symbols of the shapes on the arrows
 
 
 @dataclass(frozen=True)
@@ -276,46 +286,303 @@ def architecture_of(model: EncoderDecoder | ModelConfig) -> Architecture:
     )
 
 
-def _sublayer_stack(
-    canvas: Canvas, x: float, bottom: float, blocks: Sequence[tuple], norm_first: bool, d: int
-) -> tuple[float, dict[str, float]]:
-    """Draw one layer's sublayers upwards from `bottom`; return the top y and where each sits.
+@dataclass(frozen=True)
+class _Box:
+    """A box of Figure 1 by its centre and size: what the layout pieces place and link."""
 
-    `blocks` holds (name, lines, kind, part) for each sublayer. Post-norm: sublayer, then an
-    "Add & Norm" box the residual path enters. Pre-norm: a Norm box, the sublayer, then ⊕.
+    x: float
+    y: float
+    width: float
+    height: float
+
+    @property
+    def top(self) -> float:
+        return self.y - self.height / 2
+
+    @property
+    def bottom(self) -> float:
+        return self.y + self.height / 2
+
+    @property
+    def left(self) -> float:
+        return self.x - self.width / 2
+
+    @property
+    def right(self) -> float:
+        return self.x + self.width / 2
+
+    def draw(self, canvas: Canvas, lines: Sequence[str], kind: str, part: str) -> None:
+        canvas.box(self.x, self.y, self.width, self.height, lines, kind, part)
+
+
+@dataclass(frozen=True)
+class _Sublayer:
+    """One sublayer of a stack's drawn layer: its name, its box's two lines, the part it is."""
+
+    name: str
+    lines: tuple[str, str]
+    part: str  # also its box's colour: "attention" or "feed_forward"
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One stack's side of Figure 1, bottom up: its tokens, their embedding and positions, one
+    layer of sublayers in a frame, and the LayerNorm that may end the stack."""
+
+    x: float
+    base: float  # the tokens' arrow starts just below this line, their words under it
+    tokens: str  # the words under the column
+    length: str  # the symbol of its sequence length in the shapes: S or T
+    vocab: int
+    side: str  # the side of the arrows that the input shapes are written on
+    sublayers: tuple[_Sublayer, ...]
+    norm_first: bool
+    final_norm: bool
+
+    @property
+    def embedding(self) -> _Box:
+        return _Box(self.x, self.base - 34, COLUMN_WIDTH, 40)
+
+    @property
+    def encoding(self) -> _Box:
+        """The positional encoding's box, above the embedding."""
+        return _Box(self.x, self.base - 90, COLUMN_WIDTH, 36)
+
+    @property
+    def inputs_top(self) -> float:
+        """Where the arrow out of the positional encoding ends, inside the frame."""
+        return self.encoding.top - 18
+
+    @property
+    def bottom(self) -> float:
+        """Where the layer's first sublayer starts, a little above the inputs' arrow."""
+        return self.inputs_top - STACK_GAP
+
+    @property
+    def top(self) -> float:
+        """Where the arrow out of the layer's last sublayer ends."""
+        rise = NORM_RISE + PLUS_RISE if self.norm_first else ADD_NORM_RISE
+        return self.bottom - len(self.sublayers) * (rise + SUBLAYER_RISE + LINK_RISE)
+
+    @property
+    def frame(self) -> _Box:
+        """The grey frame around the layer, from the inputs' arrow tip to its last arrow."""
+        middle = (self.top + self.inputs_top) / 2
+        return _Box(self.x, middle, FRAME_WIDTH, self.inputs_top - self.top + 8)
+
+    @property
+    def end_norm(self) -> _Box:
+        """The LayerNorm on top of the stack, when it has one (pre-norm does)."""
+        return _Box(self.x, self.top - 30, COLUMN_WIDTH, 28)
+
+    @property
+    def output(self) -> float:
+        """Where the stack's output leaves it."""
+        return self.end_norm.top if self.final_norm else self.top
+
+
+def _columns(arch: Architecture) -> tuple[_Column, _Column]:
+    """The encoder's column (left) and the decoder's (right), on a canvas of arch's height."""
+    base = _canvas_height(arch) - TOKENS_MARGIN
+    heads = f"h = {arch.h} heads, d_k = {arch.d_k}"
+    feed = _Sublayer("ffn", ("Feed-forward", _feed_forward(arch)), "feed_forward")
+    encoder = (_Sublayer("self", ("Multi-head self-attention", heads), "attention"), feed)
+    decoder = (
+        _Sublayer("self", ("Masked multi-head self-attention", heads), "attention"),
+        _Sublayer("cross", ("Encoder-decoder attention", heads), "attention"),
+        feed,
+    )
+    norms = (arch.norm_first, arch.final_norm)
+    source = ("source tokens", SOURCE_LENGTH, arch.src_vocab, "left")
+    target = ("target tokens, shifted right", TARGET_LENGTH, arch.tgt_vocab, "right")
+    return (
+        _Column(ENCODER_X, base, *source, encoder, *norms),
+        _Column(DECODER_X, base, *target, decoder, *norms),
+    )
+
+
+def _canvas_height(arch: Architecture) -> int:
+    """Tall enough for the figure, whose empty band on top is then cut off (Canvas.top)."""
+    final_norms = 2 * 56 if arch.final_norm else 0
+    pre_norm = 3 * 40 if arch.norm_first else 0
+    return FIGURE_HEIGHT + final_norms + pre_norm
+
+
+def _feed_forward(arch: Architecture) -> str:
+    return f"{arch.d_model} → {arch.d_ff} → {arch.d_model}"
+
+
+def _output_layer(decoder: _Column) -> tuple[_Box, _Box]:
+    """The linear layer's box and the softmax's, above the decoder's output."""
+    linear = _Box(decoder.x, decoder.output - 38, COLUMN_WIDTH, 40)
+    return linear, _Box(decoder.x, decoder.output - 90, COLUMN_WIDTH, 30)
+
+
+def _stack_frames(canvas: Canvas, encoder: _Column, decoder: _Column, layers: int) -> None:
+    """The background: a grey frame behind each stack's layer, with the encoder's N beside it."""
+    for column, label in ((encoder, f"N = {layers} ×"), (decoder, "")):
+        frame = column.frame
+        canvas.frame(frame.left, frame.top, frame.width, frame.height, label, "stacks")
+
+
+def _embedding_column(canvas: Canvas, column: _Column, arch: Architecture) -> None:
+    """A stack's inputs, bottom up: its tokens, their embedding, the positions added to it."""
+    x, embedding, encoding = column.x, column.embedding, column.encoding
+    canvas.text(x, column.base + 24, column.tokens, 12)
+    canvas.arrow(
+        [(x, column.base + 8), (x, embedding.bottom + 2)],
+        label=f"(B, {column.length})",
+        label_side=column.side,
+    )
+    lines = ["Embedding × √d_model", f"{column.vocab:,} × {arch.d_model}"]
+    embedding.draw(canvas, lines, "embedding", "embeddings")
+    canvas.arrow([(x, embedding.top), (x, encoding.bottom + 2)], part="positions")
+    table = "sinusoids (fixed)" if arch.positions == "sinusoids" else "learned table"
+    encoding.draw(canvas, ["+ positional encoding", table], "positions", "positions")
+    canvas.arrow(
+        [(x, encoding.top), (x, column.inputs_top)],
+        label=f"(B, {column.length}, {arch.d_model})",
+        part="positions",
+        label_side=column.side,
+    )
+
+
+def _layer_stack(canvas: Canvas, column: _Column, d: int) -> dict[str, float]:
+    """Draw one layer's sublayers upwards from the column's bottom; return where each box sits.
+
+    Post-norm: sublayer, then an "Add & Norm" box the residual path enters. Pre-norm: a Norm
+    box, the sublayer, then ⊕. Each piece rises by its *_RISE, as `_Column.top` counts them.
     """
-    y, where, width = bottom, {}, SUBLAYER_WIDTH
-    for name, lines, kind, part in blocks:
-        start = y  # the residual path leaves from here
-        if norm_first:
+    x, y, where, width = column.x, column.bottom, {}, SUBLAYER_WIDTH
+    for sublayer in column.sublayers:
+        start, part = y, sublayer.part  # the residual path leaves from start
+        if column.norm_first:
             canvas.box(x, y - 17, width, 24, ["LayerNorm"], "norm", "residual")
-            canvas.arrow([(x, y - 29), (x, y - 41)], part=part)
-            y -= 41
-        canvas.box(x, y - 22, width, 36, lines, kind, part)
-        where[name] = y - 22
-        y -= 40
+            canvas.arrow([(x, y - 29), (x, y - NORM_RISE)], part=part)
+            y -= NORM_RISE
+        canvas.box(x, y - 22, width, 36, sublayer.lines, part, part)
+        where[sublayer.name] = y - 22
+        y -= SUBLAYER_RISE
         canvas.arrow([(x, y), (x, y - 12)], part="residual")
-        if norm_first:
-            canvas.circle(x, y - 21, "+", "residual")
-            join = y - 21
-            y -= 30
+        if column.norm_first:
+            join, end = y - 21, x - 9
+            canvas.circle(x, join, "+", "residual")
+            y -= PLUS_RISE
         else:
-            canvas.box(x, y - 27, width, 30, ["Add & Norm"], "norm", "residual")
-            join = y - 27
-            y -= 42
+            join, end = y - 27, x - width / 2
+            canvas.box(x, join, width, 30, ["Add & Norm"], "norm", "residual")
+            y -= ADD_NORM_RISE
         side = x - width / 2 - 14
-        canvas.arrow(
-            [
-                (x, start + 4),
-                (side, start + 4),
-                (side, join),
-                (x - (9 if norm_first else width / 2), join),
-            ],
-            part="residual",
-        )
-        canvas.arrow([(x, y), (x, y - 14)], label=f"(B, ·, {d})", part=part)
-        y -= 14
-    return y, where
+        path = [(x, start + 4), (side, start + 4), (side, join), (end, join)]
+        canvas.arrow(path, part="residual")
+        canvas.arrow([(x, y), (x, y - LINK_RISE)], label=f"(B, ·, {d})", part=part)
+        y -= LINK_RISE
+    return where
+
+
+def _stacks(canvas: Canvas, encoder: _Column, decoder: _Column, arch: Architecture) -> float:
+    """Both stacks' layers, the decoder's repeat count, and the LayerNorms that may end them.
+
+    Returns the y of the decoder's attention over the source, which the encoder's output enters.
+    """
+    _layer_stack(canvas, encoder, arch.d_model)
+    cross = _layer_stack(canvas, decoder, arch.d_model)["cross"]
+    frame = decoder.frame
+    label = f"× N = {arch.decoder_layers}"
+    canvas.text(frame.right + 10, frame.y, label, 14, "start", "stacks", bold=True)
+    if arch.final_norm:
+        for column in (encoder, decoder):
+            column.end_norm.draw(canvas, ["LayerNorm (end of stack)"], "norm", "residual")
+        for column in (encoder, decoder):
+            path = [(column.x, column.top - 4), (column.x, column.end_norm.bottom + 2)]
+            canvas.arrow(path, part="residual")
+    return cross
+
+
+def _memory(canvas: Canvas, encoder: _Column, decoder: _Column, cross: float, d: int) -> None:
+    """The encoder's output, routed between the frames into the decoder's attention at `cross`."""
+    route, out = (encoder.x + decoder.x) / 2, encoder.output
+    path = [
+        (encoder.x, out),
+        (encoder.x, out - 20),
+        (route, out - 20),
+        (route, cross),
+        (decoder.x - SUBLAYER_WIDTH / 2 - 1, cross),
+    ]
+    canvas.arrow(path, part="stacks")
+    label = f"memory (B, {encoder.length}, {d}): keys and values"
+    canvas.text(route + 4, out - 26, label, 10, "middle", "stacks")
+
+
+def _output_column(canvas: Canvas, decoder: _Column, d: int) -> None:
+    """The output layer on top of the decoder: a linear layer, then a softmax."""
+    x, length, vocab = decoder.x, decoder.length, decoder.vocab
+    linear, softmax = _output_layer(decoder)
+    shape = f"(B, {length}, {d})"
+    canvas.arrow([(x, decoder.output), (x, linear.bottom)], label=shape, part="output")
+    linear.draw(canvas, ["Linear", f"{d} × {vocab:,}"], "output", "output")
+    canvas.arrow([(x, linear.top), (x, softmax.bottom + 1)], part="output")
+    softmax.draw(canvas, ["Softmax"], "output", "output")
+    canvas.arrow(
+        [(x, softmax.top), (x, softmax.top - 20)],
+        label=f"(B, {length}, {vocab:,}): next-token probabilities",
+        part="output",
+    )
+
+
+def _shared_matrices(canvas: Canvas, encoder: _Column, decoder: _Column, sharing: str) -> None:
+    """One matrix in several roles (section 3.4): dashed links between the boxes that share it."""
+    source, target = encoder.embedding, decoder.embedding
+    linear, _ = _output_layer(decoder)
+    if sharing != "none":
+        right = decoder.frame.right + 4
+        path = [(target.right, target.y), (right, target.y)]
+        path += [(right, linear.y), (linear.right, linear.y)]
+        canvas.arrow(path, part="embeddings", dashed=True)
+        canvas.text(right + 6, target.y - 40, "same matrix", 10, "start", "embeddings")
+    if sharing == "all three":
+        path = [(source.right, source.y), (target.left, target.y)]
+        canvas.arrow(path, part="embeddings", dashed=True)
+        middle = (encoder.x + decoder.x) / 2
+        canvas.text(middle, source.y - 6, "same matrix", 10, "middle", "embeddings")
+
+
+def _architecture_words(arch: Architecture, marked: frozenset[str]) -> tuple[str, str]:
+    """The drawing's title and its text alternative, which says what the picture shows."""
+    norm = (
+        "pre-norm: a LayerNorm before each sublayer and one at the end of each stack, the residual "
+        "path adding the sublayer's output unnormalized"
+        if arch.norm_first
+        else "post-norm as in the paper: each sublayer's output added to its input, then "
+        "normalized (Add & Norm)"
+    )
+    encoding = (
+        "sinusoidal positional encodings"
+        if arch.positions == "sinusoids"
+        else "learned position vectors"
+    )
+    sharing = {
+        "all three": "one matrix shared by both embeddings and the output layer",
+        "target and output": "the target embedding shared with the output layer",
+        "none": "no shared matrices",
+    }[arch.sharing]
+    title = (
+        f"The Transformer as built: {arch.encoder_layers} encoder and "
+        f"{arch.decoder_layers} decoder layers, d_model {arch.d_model}"
+    )
+    description = (
+        f"Encoder on the left, decoder on the right, inputs at the bottom. Source tokens pass "
+        f"through an embedding, to which {encoding} are added, into the encoder, whose layer "
+        f"(repeated {arch.encoder_layers} times) has multi-head self-attention ({arch.h} heads, "
+        f"each with queries and keys of {arch.d_k} numbers) and a feed-forward network "
+        f"({_feed_forward(arch)}); {norm}. The decoder's layer (repeated "
+        f"{arch.decoder_layers} times) has masked self-attention, attention over the encoder's "
+        f"output, and a feed-forward network; a linear layer and a softmax turn its output into "
+        f"probabilities over {arch.tgt_vocab:,} target tokens. {sharing.capitalize()}."
+    )
+    if marked:
+        description += f" Outlined in red: {', '.join(sorted(marked))}."
+    return title, description
 
 
 def architecture(
@@ -336,181 +603,23 @@ def architecture(
     for name in (built_parts or frozenset()) | marked:
         if name not in PARTS:
             raise ValueError(f"no part {name!r} in the drawing; the parts are {PARTS}")
-    d = arch.d_model
-    extra = 2 * 56 if arch.final_norm else 0
-    height = 840 + extra + (40 if arch.norm_first else 0) * 3
-    canvas = Canvas(760, height, built=built_parts, highlight=marked)
-    enc_x, dec_x = 230, 540
-    base = height - 40
-
-    def inputs(x: float, words: str, shape: str, vocab: int, side: str) -> float:
-        canvas.text(x, base + 24, words, 12)
-        canvas.arrow([(x, base + 8), (x, base - 12)], label=shape, label_side=side)
-        canvas.box(
-            x,
-            base - 34,
-            190,
-            40,
-            ["Embedding × √d_model", f"{vocab:,} × {d}"],
-            "embedding",
-            "embeddings",
-        )
-        canvas.arrow([(x, base - 54), (x, base - 70)], part="positions")
-        positions = "sinusoids (fixed)" if arch.positions == "sinusoids" else "learned table"
-        canvas.box(
-            x, base - 90, 190, 36, ["+ positional encoding", positions], "positions", "positions"
-        )
-        canvas.arrow(
-            [(x, base - 108), (x, base - 126)],
-            label=f"(B, {shape[4]}, {d})",
-            part="positions",
-            label_side=side,
-        )
-        return base - 126
-
-    attention = f"h = {arch.h} heads, d_k = {arch.d_k}"
-    feed = f"{d} → {arch.d_ff} → {d}"
-    enc_bottom = inputs(enc_x, "source tokens", "(B, S)", arch.src_vocab, "left")
-    dec_bottom = inputs(dec_x, "target tokens, shifted right", "(B, T)", arch.tgt_vocab, "right")
-    # The encoder's layer.
-    enc_top, _ = _sublayer_stack(
-        canvas,
-        enc_x,
-        enc_bottom - 10,
-        [
-            ("self", ["Multi-head self-attention", attention], "attention", "attention"),
-            ("ffn", ["Feed-forward", feed], "feed_forward", "feed_forward"),
-        ],
-        arch.norm_first,
-        d,
-    )
-    dec_top, where = _sublayer_stack(
-        canvas,
-        dec_x,
-        dec_bottom - 10,
-        [
-            ("self", ["Masked multi-head self-attention", attention], "attention", "attention"),
-            (
-                "cross",
-                ["Encoder-decoder attention", attention],
-                "attention",
-                "attention",
-            ),
-            ("ffn", ["Feed-forward", feed], "feed_forward", "feed_forward"),
-        ],
-        arch.norm_first,
-        d,
-    )
-    canvas.frame(
-        enc_x - FRAME_WIDTH / 2,
-        enc_top - 4,
-        FRAME_WIDTH,
-        enc_bottom - enc_top + 8,
-        f"N = {arch.encoder_layers} ×",
-        "stacks",
-    )
-    canvas.frame(
-        dec_x - FRAME_WIDTH / 2, dec_top - 4, FRAME_WIDTH, dec_bottom - dec_top + 8, "", "stacks"
-    )
-    canvas.text(
-        dec_x + FRAME_WIDTH / 2 + 10,
-        (dec_top + dec_bottom) / 2,
-        f"× N = {arch.decoder_layers}",
-        14,
-        "start",
-        "stacks",
-        bold=True,
-    )
-    # Move the frames behind the layers: frames were appended last, so put them first.
-    canvas.items[:] = canvas.items[-3:-1] + canvas.items[:-3] + canvas.items[-1:]
-    top_enc, top_dec = enc_top, dec_top
-    if arch.final_norm:
-        canvas.box(enc_x, enc_top - 30, 190, 28, ["LayerNorm (end of stack)"], "norm", "residual")
-        canvas.box(dec_x, dec_top - 30, 190, 28, ["LayerNorm (end of stack)"], "norm", "residual")
-        canvas.arrow([(enc_x, enc_top - 4), (enc_x, enc_top - 14)], part="residual")
-        canvas.arrow([(dec_x, dec_top - 4), (dec_x, dec_top - 14)], part="residual")
-        top_enc, top_dec = enc_top - 44, dec_top - 44
-    # The encoder's output feeds every decoder layer's attention over the source.
-    cross = where["cross"]
-    route = (enc_x + dec_x) / 2  # between the two frames
-    canvas.arrow(
-        [
-            (enc_x, top_enc),
-            (enc_x, top_enc - 20),
-            (route, top_enc - 20),
-            (route, cross),
-            (dec_x - SUBLAYER_WIDTH / 2 - 1, cross),
-        ],
-        part="stacks",
-    )
-    canvas.text(
-        route + 4, top_enc - 26, f"memory (B, S, {d}): keys and values", 10, "middle", "stacks"
-    )
-    # The output layer.
-    canvas.arrow([(dec_x, top_dec), (dec_x, top_dec - 18)], label=f"(B, T, {d})", part="output")
-    canvas.box(
-        dec_x, top_dec - 38, 190, 40, ["Linear", f"{d} × {arch.tgt_vocab:,}"], "output", "output"
-    )
-    canvas.arrow([(dec_x, top_dec - 58), (dec_x, top_dec - 74)], part="output")
-    canvas.box(dec_x, top_dec - 90, 190, 30, ["Softmax"], "output", "output")
-    canvas.arrow(
-        [(dec_x, top_dec - 105), (dec_x, top_dec - 125)],
-        label=f"(B, T, {arch.tgt_vocab:,}): next-token probabilities",
-        part="output",
-    )
-    # One matrix in several roles (section 3.4): dashed links between the boxes that share it.
-    emb_y = base - 34
-    if arch.sharing != "none":
-        right = dec_x + FRAME_WIDTH / 2 + 4
-        canvas.arrow(
-            [
-                (dec_x + 95, emb_y),
-                (right, emb_y),
-                (right, top_dec - 38),
-                (dec_x + 95, top_dec - 38),
-            ],
-            part="embeddings",
-            dashed=True,
-        )
-        canvas.text(right + 6, emb_y - 40, "same matrix", 10, "start", "embeddings")
-    if arch.sharing == "all three":
-        canvas.arrow([(enc_x + 95, emb_y), (dec_x - 95, emb_y)], part="embeddings", dashed=True)
-        canvas.text((enc_x + dec_x) / 2, emb_y - 6, "same matrix", 10, "middle", "embeddings")
-    canvas.top = top_dec - 135  # just above the output's label: no empty space on top
-    norm = (
-        "pre-norm: a LayerNorm before each sublayer and one at the end of each stack, the residual "
-        "path adding the sublayer's output unnormalized"
-        if arch.norm_first
-        else "post-norm as in the paper: each sublayer's output added to its input, then "
-        "normalized (Add & Norm)"
-    )
-    encoding = (
-        "sinusoidal positional encodings"
-        if arch.positions == "sinusoids"
-        else "learned position vectors"
-    )
-    sharing = {
-        "all three": "one matrix shared by both embeddings and the output layer",
-        "target and output": "the target embedding shared with the output layer",
-        "none": "no shared matrices",
-    }[arch.sharing]
-    title = (
-        f"The Transformer as built: {arch.encoder_layers} encoder and "
-        f"{arch.decoder_layers} decoder layers, d_model {d}"
-    )
-    description = (
-        f"Encoder on the left, decoder on the right, inputs at the bottom. Source tokens pass "
-        f"through an embedding, to which {encoding} are added, into the encoder, whose layer "
-        f"(repeated {arch.encoder_layers} times) has multi-head self-attention ({arch.h} heads, "
-        f"each with queries and keys of {arch.d_k} numbers) and a feed-forward network ({feed}); "
-        f"{norm}. The decoder's layer (repeated "
-        f"{arch.decoder_layers} times) has masked self-attention, attention over the encoder's "
-        f"output, and a feed-forward network; a linear layer and a softmax turn its output into "
-        f"probabilities over {arch.tgt_vocab:,} target tokens. {sharing.capitalize()}."
-    )
-    if marked:
-        description += f" Outlined in red: {', '.join(sorted(marked))}."
-    return Drawing(canvas.svg(title, description), title, description)
+    encoder, decoder = _columns(arch)
+    height = _canvas_height(arch)
+    # Two layers, the background (the frames behind the stacks) painted before the foreground.
+    background = Canvas(FIGURE_WIDTH, height, built=built_parts, highlight=marked)
+    _stack_frames(background, encoder, decoder, arch.encoder_layers)
+    foreground = Canvas(FIGURE_WIDTH, height, built=built_parts, highlight=marked)
+    for column in (encoder, decoder):
+        _embedding_column(foreground, column, arch)
+    cross = _stacks(foreground, encoder, decoder, arch)
+    _memory(foreground, encoder, decoder, cross, arch.d_model)
+    _output_column(foreground, decoder, arch.d_model)
+    _shared_matrices(foreground, encoder, decoder, arch.sharing)
+    _, softmax = _output_layer(decoder)
+    top = softmax.top - 30  # just above the output's label: no empty space on top
+    picture = Canvas(FIGURE_WIDTH, height, background.items + foreground.items, top=top)
+    title, description = _architecture_words(arch, marked)
+    return Drawing(picture.svg(title, description), title, description)
 
 
 # ---------------------------------------------------------------- attention as a flow (Figure 2)
@@ -705,6 +814,18 @@ def teacher_forcing(batch, words: Sequence[str], row: int = 0) -> Drawing:
 # ---------------------------------------------------------------- decoding, step by step
 
 
+def _decoding_key(canvas: Canvas, left: float, y: float, cached: bool) -> None:
+    """The key below the decoding steps: what each colour of box means."""
+    canvas.box(left + 20, y, 36, 20, [""], "feed_forward")
+    canvas.text(left + 44, y + 4, "computed at this step", 11, "start")
+    canvas.box(left + 220, y, 36, 20, [""], "output")
+    canvas.text(left + 244, y + 4, "chosen: the most probable next token", 11, "start")
+    if cached:
+        canvas.box(left + 20, y + 24, 36, 20, [""], "positions")
+        canvas.text(left + 44, y + 28, "keys and values read from the cache", 11, "start")
+        canvas.height += 24
+
+
 def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Drawing:
     """Greedy decoding of one sentence drawn step by step, from the tokens it produced.
 
@@ -740,15 +861,7 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
         end = left + CELL * len(prefix)
         canvas.arrow([(end, y), (end + 22, y)])
         canvas.box(end + 22 + CELL / 2, y, CELL - 4, 28, [output[t]], "output")
-    key_y = top + 40 * steps + 26
-    canvas.box(left + 20, key_y, 36, 20, [""], "feed_forward")
-    canvas.text(left + 44, key_y + 4, "computed at this step", 11, "start")
-    canvas.box(left + 220, key_y, 36, 20, [""], "output")
-    canvas.text(left + 244, key_y + 4, "chosen: the most probable next token", 11, "start")
-    if cached:
-        canvas.box(left + 20, key_y + 24, 36, 20, [""], "positions")
-        canvas.text(left + 44, key_y + 28, "keys and values read from the cache", 11, "start")
-        canvas.height += 24
+    _decoding_key(canvas, left, top + 40 * steps + 26, cached)
     how = "with a key/value cache" if cached else "recomputing the prefix"
     title = f"Greedy decoding {how}: {steps} steps, one token each"
     description = (
@@ -775,42 +888,26 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
 # ---------------------------------------------------------------- beam search as a tree (chapter 6)
 
 
-def finished_candidates(trace: Sequence[list[dict]], words: Sequence[str]) -> list[dict]:
-    """The finished candidates of a traced search: their tokens, length and summed log-prob.
-
-    Each candidate's tokens are found by following its parents back through the beam, step by
-    step; `words[id]` names a token id.
-    """
-    kept: list[dict[int, dict]] = [
-        {c["kept"]: c for c in step if c["kept"] is not None} for step in trace
-    ]
-
-    def tokens(candidate: dict) -> list[str]:
-        out = [words[candidate["token"]]]
-        for s in range(candidate["step"] - 2, -1, -1):  # the parent lives in the step before
-            candidate = kept[s][candidate["parent"]]
-            out.append(words[candidate["token"]])
-        return out[::-1]
-
-    return [
-        {"tokens": tokens(c), "length": c["step"], "score": c["score"]}
-        for step in trace
-        for c in step
-        if c["finished"]
-    ]
-
-
-def beam_winner(candidates: Sequence[dict], alpha: float) -> dict:
-    """The finished candidate with the best length-penalized score for this alpha (section 6.1)."""
-    penalized = [
-        c["score"] / float(length_penalty(torch.tensor(float(c["length"])), alpha))
-        for c in candidates
-    ]
-    return candidates[max(range(len(candidates)), key=lambda i: (penalized[i], -i))]
+def _beam_node(
+    canvas: Canvas,
+    candidate: BeamCandidate,
+    start: tuple[float, float],
+    centre: tuple[float, float],
+    word: str,
+    winner: bool,
+) -> None:
+    """One candidate of the tree: an arrow from its hypothesis, and its box, coloured by its fate."""
+    status = "finished" if candidate.finished else "dropped" if candidate.kept is None else "kept"
+    (x, y), fill = centre, {"kept": "attention", "finished": "output", "dropped": "tensor"}
+    canvas.arrow([start, (x - 44, y)], part=status)
+    lines = [word, f"{candidate.score:.2f}"]
+    canvas.box(x, y, 88, 34, lines, fill[status], "winner" if winner else status)
 
 
 def beam_tree(
-    trace: Sequence[list[dict]], words: Sequence[str], alphas: Sequence[float] = (0.0, 2.5)
+    trace: Sequence[Sequence[BeamCandidate]],
+    words: Sequence[str],
+    alphas: Sequence[float] = (0.0, 2.5),
 ) -> Drawing:
     """A traced beam search (chapter 6's `beam_search(trace=...)`) drawn as a tree, step by step.
 
@@ -818,64 +915,44 @@ def beam_tree(
     word and the sum of log-probabilities so far. Those that continue are kept (orange), those
     that end with </s> within the best k are set aside as finished candidates (purple), the rest
     are dropped (grey), an extension ending with </s> below the best k included.
-    The finished candidate each length penalty alpha would choose is outlined in red.
+    The finished candidate each length penalty alpha would choose (chapter 6's `beam_winner`) is
+    outlined in red.
     """
-    candidates = finished_candidates(trace, words)
-    winners = {alpha: beam_winner(candidates, alpha) for alpha in alphas}
+    winners = {alpha: beam_winner(trace, alpha) for alpha in alphas}
     rows = max(len(step) for step in trace)
-    left, column, row_height = 70, 112, 44
+    left, column, row_height, top = 70, 112, 44, 50
     canvas = Canvas(
         int(left + column * len(trace) + 60),
         int(90 + row_height * rows + 30 * len(alphas)),
         built=frozenset({"kept", "finished", "winner"}),  # the dropped ones drawn faintly
         highlight=frozenset({"winner"}),
     )
-    top = 50
     canvas.box(left - 30, top + row_height / 2, 44, 28, ["<s>"], "tensor")
-    place: list[dict[int, tuple[float, float]]] = []  # per step: beam position -> node centre
+    beam_ends = {0: (left - 8, top + row_height / 2)}  # beam position -> where its node ends
     for s, step in enumerate(trace):
         x = left + column * s + column / 2 + 10
         canvas.text(x, top - 18, f"step {s + 1}", 11)
-        placed: dict[int, tuple[float, float]] = {}
+        next_ends = {}
         for rank, c in enumerate(step):
             y = top + row_height * rank + row_height / 2
-            parent = (left - 8, top + row_height / 2) if s == 0 else place[s - 1][c["parent"]]
-            status = "finished" if c["finished"] else "kept" if c["kept"] is not None else "dropped"
-            winner = [
-                a
-                for a, w in winners.items()
-                if w["length"] == c["step"] and w["score"] == c["score"]
-            ]
-            part = "winner" if winner else status
-            canvas.arrow([(parent[0], parent[1]), (x - 44, y)], part=status)
-            canvas.box(
-                x,
-                y,
-                88,
-                34,
-                [words[c["token"]], f"{c['score']:.2f}"],
-                {"kept": "attention", "finished": "output", "dropped": "tensor"}[status],
-                part,
-            )
-            if c["kept"] is not None:
-                placed[c["kept"]] = (x + 44, y)
-        place.append(placed)
-    y = top + row_height * rows + 24
-    lines = []
-    for alpha, w in winners.items():
-        line = f"α = {alpha:g}: best finished candidate “{' '.join(w['tokens'])}”"
-        canvas.text(left - 30, y, line, 12, "start")
-        lines.append(line)
-        y += 26
-    beam = max(len(s) for s in trace) // 2
+            winner = c in winners.values()
+            _beam_node(canvas, c, beam_ends[c.parent], (x, y), words[c.tokens[-1]], winner)
+            if c.kept is not None:
+                next_ends[c.kept] = (x + 44, y)
+        beam_ends = next_ends
+    lines = [
+        f"α = {alpha:g}: best finished candidate “{' '.join(words[t] for t in w.tokens)}”"
+        for alpha, w in winners.items()
+    ]
+    for i, line in enumerate(lines):
+        canvas.text(left - 30, top + row_height * rows + 24 + 26 * i, line, 12, "start")
+    beam, finished = rows // 2, sum(c.finished for step in trace for c in step)
     title = f"Beam search as a tree: {len(trace)} steps, beam of {beam}"
     description = (
         f"Each column is a step of the search; in it the {2 * beam} best extensions of the "
         "hypotheses in the beam, best first, with their word and summed log-probability. Orange "
         f"ones stay in the beam; purple ones end with </s> among the best {beam} and are set "
         f"aside as finished candidates; faint ones are dropped, an extension ending with </s> "
-        f"below the best {beam} too. {len(candidates)} candidates finished. "
-        + "; ".join(lines)
-        + "."
+        f"below the best {beam} too. {finished} candidates finished. " + "; ".join(lines) + "."
     )
     return Drawing(canvas.svg(title, description), title, description)

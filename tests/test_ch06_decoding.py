@@ -16,6 +16,7 @@ from annotated.ch06_decoding import (
     DecoderCache,
     Translator,
     beam_search,
+    beam_winner,
     greedy_decode_cached,
     length_penalty,
     paper_tokens,
@@ -195,25 +196,50 @@ def test_decode_config_limits_the_output_length():
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.5])
 def test_a_traced_search_is_the_same_search_and_its_trace_names_each_alphas_winner(alpha):
-    from annotated.drawings import beam_winner, finished_candidates
-
     model = _random_model(seed=3).double()
     src, src_mask = _sources(seed=3)
     trace = []
     traced = beam_search(model, src, src_mask, SP, 8, beam=3, alpha=alpha, trace=trace)
     assert torch.equal(traced, beam_search(model, src, src_mask, SP, 8, beam=3, alpha=alpha))
-    assert [step[0]["step"] for step in trace] == list(range(1, len(trace) + 1))
+    assert [len(step[0].tokens) for step in trace] == list(range(1, len(trace) + 1))
     for step in trace:  # at most 2k candidates, best first, at most k of them kept
-        scores = [c["score"] for c in step]
+        scores = [c.score for c in step]
         assert len(step) <= 6 and scores == sorted(scores, reverse=True)
-        assert sorted(c["kept"] for c in step if c["kept"] is not None) == list(
-            range(len([c for c in step if c["kept"] is not None]))
-        )
-    words = [str(i) for i in range(13)]
-    candidates = finished_candidates(trace, words)
+        kept = [c.kept for c in step if c.kept is not None]
+        assert sorted(kept) == list(range(len(kept)))
+        assert not any(c.finished and c.kept is not None for c in step)
+    candidates = [c for step in trace for c in step if c.finished]
     assert len(candidates) >= 3  # the search ends when k candidates finished (or at max_len)
-    winner = beam_winner(candidates, alpha)["tokens"]
-    assert winner == [str(t) for t in traced[0].tolist()[: len(winner)]]
+    winner = beam_winner(trace, alpha)
+    assert winner.finished and winner in candidates
+    assert list(winner.tokens) == traced[0].tolist()[: len(winner.tokens)]
     for c in candidates:  # each candidate's tokens carry its summed log-probability
-        tokens = [int(w) for w in c["tokens"]]
-        assert _sequence_log_prob(model, src[:1], src_mask[:1], tokens) == pytest.approx(c["score"])
+        tokens = list(c.tokens)
+        assert _sequence_log_prob(model, src[:1], src_mask[:1], tokens) == pytest.approx(c.score)
+
+
+def test_each_candidate_extends_the_hypothesis_its_parent_names():
+    model = _random_model(seed=5)
+    src, src_mask = _sources(seed=5, batch=1)
+    trace = []
+    beam_search(model, src, src_mask, SP, 10, beam=4, alpha=0.6, trace=trace)
+    for before, step in itertools.pairwise(trace):
+        beam = {c.kept: c.tokens for c in before if c.kept is not None}
+        assert all(c.tokens[:-1] == beam[c.parent] for c in step)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_the_traces_winner_is_the_hypothesis_beam_search_returns(seed):
+    # float32 models, narrow and wide beams, outputs that end with </s> or at the length limit:
+    # the winner read from the trace is, token for token, what the search returned.
+    model = _random_model(seed, vocab=6)
+    src, src_mask = _sources(seed, vocab=6)
+    winners = {}
+    for beam, alpha in itertools.product((1, 2, 3, 5), (0.0, 0.6, 2.5)):
+        trace = []
+        out = beam_search(model, src, src_mask, SP, 12, beam=beam, alpha=alpha, trace=trace)
+        winner = winners[beam, alpha] = beam_winner(trace, alpha).tokens
+        assert out[0, : len(winner)].tolist() == list(winner)  # </s> included, if it ended so
+        assert (out[0, len(winner) :] == SP.pad).all()  # and padding after it
+    # Here the length penalty changes the choice, so a winner that ignored alpha would fail.
+    assert any(winners[beam, 0.0] != winners[beam, 2.5] for beam in (2, 3, 5))

@@ -104,6 +104,16 @@ def test_parts_can_be_built_up_and_highlighted():
         architecture(_small(), highlight=["decoder"])
 
 
+def test_the_frames_are_painted_first_and_the_shapes_name_both_lengths():
+    for drawing in (architecture(_small()), architecture(_small(norm_first=True))):
+        groups = list(ET.fromstring(drawing.svg).iter(f"{SVG}g"))
+        frames = [g for g in groups if any(r.get("rx") == "12" for r in g.iter(f"{SVG}rect"))]
+        assert len(frames) == 2 and groups[:2] == frames  # the background, behind the stacks
+        texts = set(_texts(drawing))
+        assert {"(B, S)", "(B, S, 32)", "memory (B, S, 32): keys and values"} <= texts
+        assert {"(B, T)", "(B, T, 32)", "(B, T, 40): next-token probabilities"} <= texts
+
+
 def test_attention_flow_shows_the_shapes_the_code_produces():
     query, key, value = torch.zeros(2, 5, 16), torch.zeros(2, 7, 16), torch.zeros(2, 7, 8)
     texts = " ".join(_texts(attention_flow(query, key, value)))
@@ -189,6 +199,28 @@ def test_the_beam_tree_outlines_each_alphas_winner_and_fades_the_dropped():
     assert "α = 0: best finished candidate “</s>”" in drawing.description
     assert "α = 2.5: best finished candidate “w" in drawing.description
     assert f"{len(trace)} steps, beam of 3" in drawing.title
+
+
+def test_the_beam_tree_draws_only_what_a_hand_made_trace_says():
+    from annotated.ch06_decoding import BeamCandidate
+
+    # A beam of one: "</s>" finishes at step 1 (log-prob -1), "w5 </s>" at step 2 (-2). Without
+    # a penalty the short one wins; alpha = 10 divides the long one's sum by (7/6)^10 ≈ 4.7.
+    trace = [
+        (BeamCandidate((2,), 0, -1.0, True, None), BeamCandidate((5,), 0, -1.5, False, 0)),
+        (BeamCandidate((5, 2), 0, -2.0, True, None), BeamCandidate((5, 6), 0, -3.0, False, None)),
+    ]
+    words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(3, 8)]
+    drawing = beam_tree(trace, words, alphas=(0.0, 10.0))
+    assert "α = 0: best finished candidate “</s>”" in drawing.description
+    assert "α = 10: best finished candidate “w5 </s>”" in drawing.description
+    assert "2 candidates finished" in drawing.description
+    assert drawing.title == "Beam search as a tree: 2 steps, beam of 1"
+    groups = ET.fromstring(drawing.svg).iter(f"{SVG}g")
+    boxes = [g for g in groups if g.find(f"{SVG}rect") is not None]
+    red = [[t.text for t in g.iter(f"{SVG}text")] for g in boxes if g.get("data-part") == "winner"]
+    faint = [[t.text for t in g.iter(f"{SVG}text")] for g in boxes if g.get("opacity")]
+    assert sorted(red) == [["</s>", "-1.00"], ["</s>", "-2.00"]] and faint == [["w6", "-3.00"]]
 
 
 def test_learned_positions_are_drawn_as_a_table():
