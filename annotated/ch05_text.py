@@ -40,7 +40,7 @@ import spacy
 
 from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 from annotated.datasets import read_multi30k
-from annotated.files import atomic_write
+from annotated.files import atomic_write, read_vocabulary_file
 
 # %% tags=["active-ipynb"]
 # import pandas as pd
@@ -158,36 +158,6 @@ def detokenize(tokens: Sequence[str]) -> str:
 
 # %%
 SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
-
-
-def read_vocabulary_file(path: str | Path, content: str, expected_settings: dict | None) -> dict:
-    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error.
-
-    A vocabulary built with other settings than `expected_settings` (when given) is refused.
-    """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or not {"settings", content} <= set(data):
-            raise ValueError(f"it has no {content!r} and 'settings'")
-    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
-        raise ValueError(
-            f"{path} is not a vocabulary file of this book ({error}); delete it, and the next "
-            "training run rebuilds it from the training data"
-        ) from None
-    saved = data["settings"]
-    if expected_settings is not None and saved != expected_settings:
-        differing = sorted(
-            key
-            for key in set(saved) | set(expected_settings)
-            if saved.get(key) != expected_settings.get(key)
-        )
-        raise ValueError(
-            f"{path} was built with other settings ({', '.join(differing)}: saved "
-            f"{[saved.get(k) for k in differing]}, wanted "
-            f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
-            "the configuration that built it."
-        )
-    return data
 
 
 class Vocabulary:
@@ -518,30 +488,6 @@ def word_corpus(
         for split, pair_tokens in tokens.items()
     }
     return Corpus(src_vocab, tgt_vocab, raw, ids)
-
-
-def save_vocabularies(corpus: Corpus, folder: Path) -> None:
-    """Save the corpus's vocabularies in a run folder, or check that the ones there are the same."""
-    if isinstance(corpus.src_vocab, Subwords):
-        wanted = {"subwords.json": corpus.src_vocab}
-        others = ["vocab.de.json", "vocab.en.json"]
-    else:
-        wanted = {"vocab.de.json": corpus.src_vocab, "vocab.en.json": corpus.tgt_vocab}
-        others = ["subwords.json"]
-    if any((folder / name).exists() for name in others):
-        raise ValueError(
-            f"{folder} holds a run with another kind of vocabulary ({', '.join(others)}): "
-            "use another folder, or delete that run to start over"
-        )
-    for name, vocab in wanted.items():
-        path = folder / name
-        if not path.exists():
-            vocab.save(path)
-        elif type(vocab).load(path, vocab.settings) != vocab:
-            raise ValueError(
-                f"{path} differs from the vocabulary of the corpus given: use another folder, "
-                "or delete the run to start over"
-            )
 
 
 # %% tags=["active-ipynb"]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import sacrebleu
 import torch
@@ -35,11 +34,10 @@ from sacremoses import MosesTokenizer
 from torch import Tensor
 
 from annotated.ch01_attention import MultiHeadAttention, kept_weights, padding_mask, subsequent_mask
-from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
+from annotated.ch02_model import EncoderDecoder
 from annotated.ch03_training import SpecialTokens, inference, pad_sequences
 from annotated.ch04_copy_task import until_eos
-from annotated.ch05_text import Corpus, Subwords, Vocab, Vocabulary
-from annotated.checkpoints import read_checkpoint
+from annotated.ch05_text import Corpus, Vocabulary
 
 # %% tags=["active-ipynb"]
 # import time
@@ -451,11 +449,11 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # A `Translator` is a model with its two vocabularies: text in, text out. It is written against
 # chapter 5's `Vocabulary` interface only, so the same class serves words and subwords: `split`
 # and `encode` the source, decode, `decode` the ids into tokens and `join` them into text. An
-# empty input line gives an empty output line. `Translator.load` reads a run folder (or one of
-# its checkpoints) and finds the vocabularies saved beside it. The command-line filter
-# `python -m annotated.translate` is a thin wrapper around it that keeps exactly one output line
-# per input line whatever the input holds (a line of broken UTF-8, an enormous line, a line whose
-# decoding fails: the README says what each gives).
+# empty input line gives an empty output line. `load_translator` (in `annotated/runs.py`) reads
+# a run folder (or one of its checkpoints) and finds the vocabularies saved beside it. The
+# command-line filter `python -m annotated.translate` is a thin wrapper around the two that keeps
+# exactly one output line per input line whatever the input holds (a line of broken UTF-8, an
+# enormous line, a line whose decoding fails: the README says what each gives).
 #
 # **Unknown words.** A word vocabulary cannot spell a word it does not have, so where the model is
 # unsure it writes `<unk>`, typically for a name, a number or a rare noun. Such words are often
@@ -594,55 +592,6 @@ class Translator:
                     tokens[i][position] = words[i][best]
         return tokens
 
-    @classmethod
-    def load(cls, checkpoint: str | Path) -> Translator:
-        """The model of a training run's checkpoint, with the vocabulary saved beside it.
-
-        A folder with `subwords.json` gets its shared Subwords (chapter 8's runs too), one with
-        `vocab.de.json` and `vocab.en.json` its word vocabularies. A run folder may be given
-        instead of a file: its averaged model, else its latest checkpoint.
-        """
-        checkpoint = Path(checkpoint)
-        if checkpoint.is_dir():
-            averaged = checkpoint / "averaged.pt"
-            checkpoint = averaged if averaged.exists() else checkpoint / "checkpoint.pt"
-        if not checkpoint.exists():
-            raise FileNotFoundError(
-                f"no checkpoint at {checkpoint}. Train one with `make train-multi30k` "
-                "(or `python -m annotated.train multi30k`), or pass --checkpoint PATH."
-            )
-        state = read_checkpoint(checkpoint)
-        try:
-            model = make_model(ModelConfig(**state["model_config"]))
-            model.load_state_dict(state["model"])
-        except (TypeError, ValueError, RuntimeError) as error:
-            raise ValueError(
-                f"{checkpoint}: its weights do not fit the model it describes ({error}); "
-                "was it written by another version of the book?"
-            ) from None
-        model.eval()
-        folder = checkpoint.parent
-        if (folder / "subwords.json").exists():
-            subwords = Subwords.load(folder / "subwords.json")
-            vocabs = [subwords, subwords]
-        elif (folder / "vocab.de.json").exists() and (folder / "vocab.en.json").exists():
-            vocabs = [Vocab.load(folder / f"vocab.{language}.json") for language in ("de", "en")]
-        else:
-            raise ValueError(
-                f"{checkpoint} has no vocabulary beside it (subwords.json, or vocab.de.json and "
-                "vocab.en.json): is it a translation model? Give a checkpoint inside the run folder "
-                "that `python -m annotated.train` wrote."
-            )
-        for vocab, size in zip(
-            vocabs, (model.config.src_vocab, model.config.tgt_vocab), strict=True
-        ):
-            if len(vocab) != size:
-                raise ValueError(
-                    f"{folder}: the vocabulary ({len(vocab)}) does not fit the model ({size})"
-                )
-        saved = state.get("decoding")
-        return cls(model, *vocabs, DecodeConfig.from_saved(saved) if saved else None)
-
 
 # %% [markdown]
 # ## 5. Scoring: BLEU and chrF
@@ -761,12 +710,16 @@ def evaluate_split(
     translator: Translator,
     corpus: Corpus,
     split: str,
+    *,
     limit: int | None,
     beam: int,
     alpha: float,
     copy_unknowns: bool = True,
 ) -> tuple[dict, list[str]]:
-    """Scores and translations of a split's first `limit` sentences (all when None)."""
+    """Scores and translations of a split's first `limit` sentences (all when None).
+
+    The decoding settings are named at every call (`beam=1, alpha=0.0`), never read by position.
+    """
     pairs = corpus.raw[split][:limit]
     hypotheses = translator.translate([source for source, _ in pairs], beam, alpha, copy_unknowns)
     return score(hypotheses, [target for _, target in pairs]), hypotheses
@@ -799,9 +752,9 @@ def evaluate_split(
 # **6.4 Modify (after chapter 7).** This one needs a trained German→English model, which chapter
 # 7 trains: come back to it once you have run chapter 7 (its class profile,
 # `ANNOTATED_PROFILE=class`, trains one in about ten minutes). With chapter 7's `run`, score the
-# validation set greedily with `evaluate_split(run.translator, run.corpus, "val", None, 1, 0.0,
-# copy_unknowns)`, once with `copy_unknowns=False` and once with `True`. Which sentences change?
-# Look at three of them: is the copied word right?
+# validation set greedily with `evaluate_split(run.translator, run.corpus, "val", limit=None,
+# beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and once with `True`. Which sentences
+# change? Look at three of them: is the copied word right?
 #
 # <details><summary>Answer</summary>
 #

@@ -32,8 +32,9 @@ import torch
 
 from annotated.ch01_attention import kept_weights
 from annotated.ch03_training import inference
-from annotated.ch05_text import Corpus, load_multi30k, save_vocabularies
+from annotated.ch05_text import Corpus, load_multi30k
 from annotated.ch06_decoding import (
+    BeamCandidate,
     DecodeConfig,
     Translator,
     beam_search,
@@ -43,6 +44,7 @@ from annotated.runs import (
     Run,
     RunConfig,
     pick_profile,
+    save_vocabularies,
     smoke_version,
     train_run,
 )
@@ -502,12 +504,12 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # %%
 def traced_search(
     translator: Translator, sentence: str, beam: int = 4, extra_length: int = 10
-) -> tuple[list[list[dict]], list[str]]:
+) -> tuple[list[tuple[BeamCandidate, ...]], list[str]]:
     """Beam search for one sentence with its trace (chapter 6), and the target words by id."""
     src_ids = translator.source_ids([sentence])[0]
     src = torch.tensor([src_ids])
     src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
-    trace: list[list[dict]] = []
+    trace: list[tuple[BeamCandidate, ...]] = []
     specials = translator.tgt_vocab.specials
     beam_search(
         translator.model, src, src_mask, specials, len(src_ids) + extra_length, beam, trace=trace

@@ -53,7 +53,6 @@ from annotated.ch05_text import (
     BatchPlan,
     Corpus,
     padding_fraction,
-    save_vocabularies,
     subword_corpus,
 )
 from annotated.ch06_decoding import tokenized_bleu
@@ -65,6 +64,7 @@ from annotated.runs import (
     RunConfig,
     final_scores,
     pick_profile,
+    save_vocabularies,
     smoke_version,
     train_run,
 )

@@ -12,6 +12,8 @@
   downloads to `data/`; installed as a package, to the user's own folders (for example
   `~/.local/share/annotated/runs` and `~/.cache/annotated` on Linux), never inside the
   installation. `$ANNOTATED_RUNS_DIR` chooses another folder for the runs.
+* `read_vocabulary_file`: a vocabulary saved in a run folder (chapter 5), refused with what to do
+  when it is not one or was built with other settings.
 """
 
 from __future__ import annotations
@@ -230,3 +232,33 @@ def _user() -> str:
         return getpass.getuser()
     except Exception:  # no user name in some containers
         return str(os.getuid()) if hasattr(os, "getuid") else "?"
+
+
+def read_vocabulary_file(path: str | Path, content: str, expected_settings: dict | None) -> dict:
+    """A saved vocabulary's JSON (its `settings` and its `content`), or a clear error.
+
+    A vocabulary built with other settings than `expected_settings` (when given) is refused.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not {"settings", content} <= set(data):
+            raise ValueError(f"it has no {content!r} and 'settings'")
+    except (UnicodeDecodeError, ValueError) as error:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{path} is not a vocabulary file of this book ({error}); delete it, and the next "
+            "training run rebuilds it from the training data"
+        ) from None
+    saved = data["settings"]
+    if expected_settings is not None and saved != expected_settings:
+        differing = sorted(
+            key
+            for key in set(saved) | set(expected_settings)
+            if saved.get(key) != expected_settings.get(key)
+        )
+        raise ValueError(
+            f"{path} was built with other settings ({', '.join(differing)}: saved "
+            f"{[saved.get(k) for k in differing]}, wanted "
+            f"{[expected_settings.get(k) for k in differing]}). Delete it to rebuild, or use "
+            "the configuration that built it."
+        )
+    return data

@@ -43,7 +43,7 @@ from annotated.ch03_training import (
     train,
     use_fast_dropout,
 )
-from annotated.ch05_text import BatchPlan, Corpus
+from annotated.ch05_text import BatchPlan, Corpus, Subwords, Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.checkpoints import load_checkpoint, read_checkpoint
 from annotated.distributed import rank_and_world, sum_over_processes
@@ -199,6 +199,77 @@ def training_device() -> torch.device:
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def save_vocabularies(corpus: Corpus, folder: Path) -> None:
+    """Save the corpus's vocabularies in a run folder, or check that the ones there are the same."""
+    if isinstance(corpus.src_vocab, Subwords):
+        wanted = {"subwords.json": corpus.src_vocab}
+        others = ["vocab.de.json", "vocab.en.json"]
+    else:
+        wanted = {"vocab.de.json": corpus.src_vocab, "vocab.en.json": corpus.tgt_vocab}
+        others = ["subwords.json"]
+    if any((folder / name).exists() for name in others):
+        raise ValueError(
+            f"{folder} holds a run with another kind of vocabulary ({', '.join(others)}): "
+            "use another folder, or delete that run to start over"
+        )
+    for name, vocab in wanted.items():
+        path = folder / name
+        if not path.exists():
+            vocab.save(path)
+        elif type(vocab).load(path, vocab.settings) != vocab:
+            raise ValueError(
+                f"{path} differs from the vocabulary of the corpus given: use another folder, "
+                "or delete the run to start over"
+            )
+
+
+def load_translator(checkpoint: str | Path) -> Translator:
+    """The model of a training run's checkpoint, with the vocabulary saved beside it.
+
+    A folder with `subwords.json` gets its shared Subwords (chapter 8's runs too), one with
+    `vocab.de.json` and `vocab.en.json` its word vocabularies. A run folder may be given
+    instead of a file: its averaged model, else its latest checkpoint.
+    """
+    checkpoint = Path(checkpoint)
+    if checkpoint.is_dir():
+        averaged = checkpoint / "averaged.pt"
+        checkpoint = averaged if averaged.exists() else checkpoint / "checkpoint.pt"
+    if not checkpoint.exists():
+        raise FileNotFoundError(
+            f"no checkpoint at {checkpoint}. Train one with `make train-multi30k` "
+            "(or `python -m annotated.train multi30k`), or pass --checkpoint PATH."
+        )
+    state = read_checkpoint(checkpoint)
+    try:
+        model = make_model(ModelConfig(**state["model_config"]))
+        model.load_state_dict(state["model"])
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(
+            f"{checkpoint}: its weights do not fit the model it describes ({error}); "
+            "was it written by another version of the book?"
+        ) from None
+    model.eval()
+    folder = checkpoint.parent
+    if (folder / "subwords.json").exists():
+        subwords = Subwords.load(folder / "subwords.json")
+        vocabs = [subwords, subwords]
+    elif (folder / "vocab.de.json").exists() and (folder / "vocab.en.json").exists():
+        vocabs = [Vocab.load(folder / f"vocab.{language}.json") for language in ("de", "en")]
+    else:
+        raise ValueError(
+            f"{checkpoint} has no vocabulary beside it (subwords.json, or vocab.de.json and "
+            "vocab.en.json): is it a translation model? Give a checkpoint inside the run folder "
+            "that `python -m annotated.train` wrote."
+        )
+    for vocab, size in zip(vocabs, (model.config.src_vocab, model.config.tgt_vocab), strict=True):
+        if len(vocab) != size:
+            raise ValueError(
+                f"{folder}: the vocabulary ({len(vocab)}) does not fit the model ({size})"
+            )
+    saved = state.get("decoding")
+    return Translator(model, *vocabs, DecodeConfig.from_saved(saved) if saved else None)
 
 
 def shared_specials(corpus: Corpus) -> SpecialTokens:

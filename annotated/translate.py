@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"translate: {message}", file=sys.stderr, flush=True)
 
     # Late imports: --help stays instant.
-    from annotated.ch06_decoding import Translator
     from annotated.ch07_multi30k import PROFILES
+    from annotated.runs import load_translator
     from annotated.threads import use_fair_threads
 
     use_fair_threads(quiet=True)  # stdout carries the translations only
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.checkpoint is None and checkpoint.parent.name != RUNS[0]:
         warn(f"using {checkpoint} (no full run here; its translations are weaker)")
     try:
-        translator = Translator.load(checkpoint)
+        translator = load_translator(checkpoint)
     except (FileNotFoundError, ValueError, OSError) as error:
         warn(str(error))
         return 2

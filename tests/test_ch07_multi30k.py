@@ -13,7 +13,7 @@ from annotated.ch05_text import detokenize, load_multi30k, make_batch
 from annotated.ch06_decoding import DecodeConfig, Translator, beam_search
 from annotated.ch07_multi30k import PROFILES, length_penalty_sweep, profile_config, train_multi30k
 from annotated.files import REPO_ROOT as ROOT
-from annotated.runs import final_scores, saved_scores
+from annotated.runs import final_scores, load_translator, saved_scores
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +102,9 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     )
     out = result.stdout.split("\n")
     assert len(out) == 4 and out[1] == "" and out[3] == ""
-    loaded = Translator.load(folder / "checkpoint.pt")
+    loaded = load_translator(folder / "checkpoint.pt")
     assert type(loaded) is Translator and loaded.tgt_vocab == corpus.tgt_vocab
-    assert loaded.decoding == Translator.load(folder / "averaged.pt").decoding == config.decoding
+    assert loaded.decoding == load_translator(folder / "averaged.pt").decoding == config.decoding
     alpha = config.decoding.alpha  # the filter's default: the run's own
     assert out[:3] == loaded.translate(lines.split("\n")[:3], beam=2, alpha=alpha)
     scores = final_scores(run)
@@ -126,7 +126,7 @@ def test_subword_run_shares_one_vocabulary_and_matrix_and_has_nothing_to_copy(
     assert (folder / "subwords.json").exists() and not (folder / "vocab.de.json").exists()
     model = run.translator.model
     assert model.src_embed[0].lut.weight is model.tgt_embed[0].lut.weight is model.generator.weight
-    loaded = Translator.load(folder / "checkpoint.pt")
+    loaded = load_translator(folder / "checkpoint.pt")
     assert loaded.src_vocab == subword_corpus.src_vocab and loaded.tgt_vocab is loaded.src_vocab
     german = subword_corpus.raw["val"][0][0]
     assert loaded.translate(["", german]) == run.translator.translate(["", german])
@@ -213,14 +213,14 @@ def test_the_learned_walk_recomputes_the_heads_own_weights(norm_first):
 
 
 def test_the_traced_search_of_a_sentence_is_the_translators_search():
+    from annotated.ch06_decoding import beam_winner
     from annotated.ch07_multi30k import traced_search
-    from annotated.drawings import beam_winner, finished_candidates
 
     translator = _small_translator(norm_first=False)
     sentence = "Zwei Männer sitzen."
     trace, words = traced_search(translator, sentence, beam=3)
     assert len(words) == len(translator.tgt_vocab) and words[3] == "</s>"
-    winner = beam_winner(finished_candidates(trace, words), 0.6)["tokens"]
+    winner = [words[t] for t in beam_winner(trace, 0.6).tokens]
     src = torch.tensor(translator.source_ids([sentence]))
     out = beam_search(
         translator.model,

@@ -16,7 +16,7 @@ import torch
 from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 from annotated.ch03_training import label_smoothing_loss, make_optimizer
 from annotated.ch05_text import SPECIALS, Subwords, Vocab, make_batch, step_shard
-from annotated.ch06_decoding import DecodeConfig, Translator
+from annotated.ch06_decoding import DecodeConfig
 from annotated.ch08_wmt import (
     WMT_PROFILES,
     WMTConfig,
@@ -29,7 +29,7 @@ from annotated.ch08_wmt import (
     wmt_scores,
 )
 from annotated.datasets import DATA_DIR_ENV, WMT14_TOY_PAIRS, available_offline
-from annotated.runs import average_snapshots
+from annotated.runs import average_snapshots, load_translator
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SPECIALS = Vocab(SPECIALS, {}).specials  # what Subwords gives too (tests/test_ch05_text)
@@ -209,7 +209,7 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert set(scores.split) == {"val", "test"}
     assert scores["BLEU signature"][0].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "tokenized BLEU" in scores.columns
-    translator = Translator.load(tmp_path / "run" / "averaged.pt")
+    translator = load_translator(tmp_path / "run" / "averaged.pt")
     assert isinstance(translator.src_vocab, Subwords), "subwords.json in the folder decides"
     assert translator.tgt_vocab is translator.src_vocab
     # The checkpoint carries the run's decoding (the paper's alpha 0.6, not chapter 7's 2.5), so
@@ -217,7 +217,7 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert (
         translator.decoding == config.decoding == DecodeConfig(beam=config.decoding.beam, alpha=0.6)
     )
-    latest = Translator.load(tmp_path / "run" / "checkpoint.pt")
+    latest = load_translator(tmp_path / "run" / "checkpoint.pt")
     assert latest.decoding == translator.decoding
     assert translator.translate(["", "A house.", ""])[0::2] == ["", ""]
     again = train_wmt(config, tmp_path / "run", progress=False, corpus=smoke_corpus)

@@ -7,16 +7,17 @@ from collections import Counter
 import pytest
 import torch
 
-from annotated.ch01_attention import exercise_1_2, exercise_1_3
-from annotated.ch02_model import exercise_2_2, exercise_2_3
-from annotated.ch03_training import exercise_3_2, exercise_3_3
-from annotated.ch04_copy_task import exercise_4_2
-from annotated.ch05_text import SPECIALS, exercise_5_2, exercise_5_3
-from annotated.ch06_decoding import exercise_6_2, exercise_6_3
-from annotated.ch07_multi30k import exercise_7_2
-from annotated.ch08_wmt import exercise_8_2
-from annotated.ch09_table3 import exercise_9_2
+from annotated.ch05_text import SPECIALS
 from annotated.exercises import Exercise, check
+from annotated.exercises.ch01_attention import exercise_1_2, exercise_1_3
+from annotated.exercises.ch02_model import exercise_2_2, exercise_2_3
+from annotated.exercises.ch03_training import exercise_3_2, exercise_3_3
+from annotated.exercises.ch04_copy_task import exercise_4_2
+from annotated.exercises.ch05_text import exercise_5_2, exercise_5_3
+from annotated.exercises.ch06_decoding import exercise_6_2, exercise_6_3
+from annotated.exercises.ch07_multi30k import exercise_7_2
+from annotated.exercises.ch08_wmt import exercise_8_2
+from annotated.exercises.ch09_table3 import exercise_9_2
 
 EXERCISES = [
     exercise_1_2, exercise_1_3, exercise_2_2, exercise_2_3, exercise_3_2, exercise_3_3,

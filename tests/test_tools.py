@@ -18,6 +18,7 @@ from annotated.ch05_text import Vocab, tokenize, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import DATA_DIR_ENV
+from annotated.runs import load_translator
 from annotated.translate import translate_stream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def run_folder(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def translator(run_folder) -> Translator:
-    return Translator.load(run_folder / "averaged.pt")
+    return load_translator(run_folder / "averaged.pt")
 
 
 def run_module(module: str, *args: str, stdin: bytes = b"", env: dict | None = None):
@@ -129,7 +130,7 @@ def test_weights_that_do_not_fit_their_own_config_are_refused(tmp_path, run_fold
     path = tmp_path / "averaged.pt"
     torch.save(state, path)
     with pytest.raises(ValueError, match="do not fit the model it describes"):
-        Translator.load(path)
+        load_translator(path)
 
 
 def test_a_broken_vocabulary_file_names_itself(tmp_path, run_folder):
