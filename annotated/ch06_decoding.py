@@ -44,6 +44,7 @@ from annotated.ch05_text import Corpus, Vocabulary
 #
 # import pandas as pd
 #
+# from annotated.ch02_model import ModelConfig, make_model
 # from annotated.ch04_copy_task import greedy_decode
 # from annotated.figures import use_book_charts
 # from annotated.threads import use_fair_threads

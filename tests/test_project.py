@@ -159,12 +159,16 @@ def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
         "from annotated import ch02_model\n"
     )
     found = {book.module_name(path) for path in book._imported_modules(source)}
-    assert found == {
-        "annotated.figures",
-        "annotated.figures.ch01_attention",
-        "annotated.exercises",
-        "annotated.ch02_model",
-    } or not (book.PACKAGE / "figures" / "ch01_attention.py").exists()
+    assert (
+        found
+        == {
+            "annotated.figures",
+            "annotated.figures.ch01_attention",
+            "annotated.exercises",
+            "annotated.ch02_model",
+        }
+        or not (book.PACKAGE / "figures" / "ch01_attention.py").exists()
+    )
     assert book.module_path("annotated.figures") == book.PACKAGE / "figures" / "__init__.py"
     assert book.module_path("annotated.nothing_here") is None
 
@@ -245,3 +249,28 @@ def test_chapter_sources_are_jupytext_percent_files(source):
     assert text.startswith(("# %% [markdown]\n# # Chapter", "# %% [markdown]\n# # Appendix")), (
         f"{source.name} should open with its title cell"
     )
+
+
+def undefined_names(code: str, folder: Path) -> list[str]:
+    """ruff's F821 (undefined name) findings in `code`, read as one script."""
+    script = folder / "notebook.py"
+    script.write_text(code, encoding="utf-8")
+    found = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "F821",
+         "--output-format", "concise", str(script)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return [line for line in found.stdout.splitlines() if "F821" in line]
+
+
+def test_every_name_a_notebook_uses_is_imported_or_defined(tmp_path):
+    # An import that only notebook-only cells use looks unused in the .py (those cells are
+    # comments there), and a linter's fix can delete it: the notebook then fails on its first use.
+    missing = {}
+    for source in book.chapters():
+        code = book.notebook_code(source).replace("\n\0", "\n\n")
+        code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("%"))
+        if found := undefined_names(code, tmp_path):
+            missing[source.stem] = found
+    assert not missing, missing
+    assert undefined_names("print(never_defined)\n", tmp_path), "the check must see a missing name"
