@@ -118,7 +118,8 @@ TABLE_1 = pd.DataFrame(
 # all equal to the input, as Table 1 assumes). We run each on one sequence and let PyTorch count
 # for us: `FlopCounterMode` counts the floating-point operations of every matrix product, and a
 # small dispatch hook counts the matrix products themselves. In the recurrent layer each product
-# needs the previous one's result, so their number is the length of the sequential chain.
+# needs the previous one's result, so their number is the length of the sequential chain. (The
+# chart's drawing code is in `annotated/figures/ch00_preface.py`.)
 
 
 # %%

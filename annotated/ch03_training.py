@@ -16,6 +16,11 @@
 #
 # Section 5.4's other regularizer, dropout, is already in the model of chapter 2; we look at
 # where it sits. Chapter 4 then uses all of this to train a first model.
+#
+# What only serves the lesson lives beside it: the charts' code (and the loss curve computed for
+# one of them) in `annotated/figures/ch03_training.py`, the exercises' checks in
+# `annotated/exercises/ch03_training.py`, and the checkpoint files and the sums over processes in
+# `annotated/checkpoints.py` and `annotated/distributed.py`.
 
 # %%
 from __future__ import annotations
@@ -411,6 +416,7 @@ def _xlogx(x: float) -> float:
 # right token and spreads the rest evenly. Plain cross-entropy ($\epsilon_{ls} = 0$) keeps
 # falling as $p \to 1$: more confidence is always rewarded. The smoothed loss has its minimum at
 # $p = 1 - \epsilon_{ls} = 0.9$ and rises again beyond it: over-confidence is penalized.
+# (`confidence_curve` computes that loss for a range of $p$, in float64.)
 
 # %% tags=["active-ipynb"]
 # curve = confidence_curve()
@@ -559,8 +565,8 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 # %% [markdown]
 # ## 5. The training loop
 #
-# One function, `train`, runs every training in this book, from the copy task to WMT. What it
-# does at each optimizer step:
+# One function, `train`, runs every training in this book, from the copy task to WMT, with
+# `train_step` for each optimizer step. Together they do:
 #
 # * **Gradient accumulation.** The paper's batches hold about 25000 target tokens; on a laptop
 #   that does not fit in memory at once. So a step may consist of several *micro-batches*: each
@@ -695,7 +701,7 @@ def train_step(
 
 
 # %% [markdown]
-# `train` runs `train_step` `max_steps` times and does the bookkeeping around it. It starts from
+# `train` runs `train_step` until step `max_steps` and does the bookkeeping around it. It starts from
 # the checkpoint if there is one (weights, optimizer, schedule, the random generators' states and
 # the history, so a resumed run continues as if never stopped), or seeds the generators. It
 # saves a checkpoint every `checkpoint_every` steps and at the end, moves dropout when
@@ -811,8 +817,8 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 # ))
 
 # %% [markdown]
-# **What we have:** `Batch`, `rate` and `make_optimizer`, `label_smoothing_loss`, and `train`
-# with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
+# **What we have:** `Batch`, `rate` and `make_optimizer`, `label_smoothing_loss`, `train_step`,
+# and `train` around it with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
 # its input, and decodes its first outputs.
 
 # %% [markdown]

@@ -334,7 +334,7 @@ def train_copy_model(
 
 # %% [markdown]
 # And where the model looks. The encoder-decoder attention of the last decoder layer, averaged
-# over its heads, for one sequence: each output position attends to the source position holding
+# over its heads (measured by `source_attention`, in the same figures module), for one sequence: each output position attends to the source position holding
 # the symbol it must produce, so the weights run along a diagonal. Nobody told the model to do
 # that; it is what copying through attention has to look like.
 

@@ -21,6 +21,8 @@
 #
 # This is the job torchtext used to do (datasets, vocabularies, padding, bucketing); it has been
 # retired and no longer imports with current PyTorch, so the book writes its own small version.
+# (The tables shown here are built by `annotated/figures/ch05_text.py`, and the exercises' checks
+# live in `annotated/exercises/ch05_text.py`.)
 
 # %%
 from __future__ import annotations
@@ -147,7 +149,8 @@ def detokenize(tokens: Sequence[str]) -> str:
 # A vocabulary is part of a trained model as much as its weights: the same id must mean the same
 # word in training and in translation. So it is saved next to the checkpoint with the settings
 # that built it (language, `min_freq`, the training data), and loading refuses a file built
-# differently.
+# differently. (`read_vocabulary_file` in `annotated/files.py` reads and checks such a file;
+# `save_vocabularies` in `annotated/runs.py` puts a corpus's vocabularies in a run folder.)
 #
 # Both kinds of vocabulary in this chapter, words here and subwords below, offer the same small
 # interface, `Vocabulary`: `split` cuts texts into tokens, `encode` and `decode` map tokens to ids
@@ -392,7 +395,6 @@ class Subwords(Vocabulary):
 # subset, but its vocabulary is the real one). Sources end with `</s>`, so the encoder sees where
 # the sentence stops. A `Corpus` holds the result: the raw text of each split, its ids, and the
 # vocabularies; chapter 8 builds one for WMT with `subword_corpus`.
-# (The tables of this chapter are built in `annotated/figures/ch05_text.py`.)
 
 
 # %%

@@ -330,7 +330,8 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # %% [markdown]
 # How strongly the penalty pulls: $\mathrm{lp}$ for a few values of $\alpha$. A finished candidate's
 # sum of log-probabilities is divided by it, so where the curve is steep, a longer candidate can
-# afford more negative sums and still win.
+# afford more negative sums and still win. (The chart's code is in
+# `annotated/figures/ch06_decoding.py`.)
 
 # %% tags=["active-ipynb"]
 # from annotated.figures.ch06_decoding import penalty_chart  # the chart's code

@@ -247,7 +247,9 @@ def train_multi30k(
 # The curves of the run: the training loss per step (smoothed over 50 steps) and the validation
 # BLEU measured on the way, both against training minutes. The loss is chapter 3's KL divergence
 # from the label-smoothed targets: 0 only for a model that predicts those smoothed targets
-# exactly, so a model that grows sure of the right words levels off above 0.
+# exactly, so a model that grows sure of the right words levels off above 0. (This chapter's
+# charts, and the attention maps computed for section 4, are drawn by
+# `annotated/figures/ch07_multi30k.py`.)
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
@@ -377,7 +379,8 @@ def length_penalty_sweep(
 # position. In the decoder, the query at position $i$ reads the token fed in there (`<s>` first,
 # then the translation's words) and produces the prediction of the next word, so its row is
 # labelled "reads → predicts"; the original Annotated Transformer labelled these axes with the
-# wrong tokens.
+# wrong tokens. (`attention_maps`, in `annotated/figures/ch07_multi30k.py`, does the translating,
+# the second pass and the labelling.)
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT

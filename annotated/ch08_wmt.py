@@ -537,12 +537,13 @@ def table_2() -> pd.DataFrame:
 #   process group: **nccl** between GPUs, **gloo** between CPU processes.
 # * Chapter 5's `BatchPlan` gives every process the same shuffled order of batches and lets
 #   process $r$ take every $P$-th batch of each step, starting at the $r$-th.
-# * Chapter 3's `train` needs the step's gradient per target token, summed over every process's
-#   micro-batches and divided by the tokens of the *whole* step (one small all-reduce of the
-#   token counts). DDP, though, *averages* the $P$ processes' gradients, dividing their sum by
-#   $P$. So each process divides its loss by the step's tokens over $P$ (`tokens / world` in the
-#   code), and DDP's division by $P$ leaves exactly the per-token gradient of the one large batch.
-#   It writes checkpoints from process 0 only, and stops all processes together.
+# * Chapter 3's `train_step` needs the step's gradient per target token, summed over every
+#   process's micro-batches and divided by the tokens of the *whole* step (one small all-reduce of
+#   the token counts, `sum_over_processes` in `annotated/distributed.py`). DDP, though, *averages*
+#   the $P$ processes' gradients, dividing their sum by $P$. So each process divides its loss by
+#   the step's tokens over $P$ (`tokens / world` in its code), and DDP's division by $P$ leaves
+#   exactly the per-token gradient of the one large batch. Around it, `train` writes checkpoints
+#   from process 0 only, and stops all processes together.
 # * `train_run` (`annotated/runs.py`) evaluates and keeps snapshots on process 0 only.
 #
 # Is it right? `ddp_check` trains a small model for a few steps twice, with identical global

@@ -637,6 +637,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # %% [markdown]
 # The same, as a picture: each variant's change (blue) and the paper's (orange) on one axis, the
 # base's band in grey, and the base's seeds themselves at the bottom (their spread is the band).
+#
 # (The drawing code of this chapter's charts is in `annotated/figures/ch09_table3.py`.)
 
 # %% tags=["active-ipynb"]
@@ -752,12 +753,12 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 #
 # The minutes each line recorded cannot answer it: the base's three seeds were trained with two
 # threads, the other lines by two workers side by side (one thread each, to measure more lines an
-# hour), and whatever else ran on the machine at
-# the time slowed some lines more than others. So `step_costs` measures the price separately and
-# fairly: every variant trains the same 12 batches with chapter 3's `train`, in one process with
-# the machine to itself, in three rounds that alternate between the variants so that a change in
-# the machine's load touches all of them alike. A variant's cost is its median seconds per step,
-# divided by the base's.
+# hour), and whatever else ran on the machine at the time slowed some lines more than others. So
+# `step_costs` measures the price separately and fairly (with `config_step_costs` in
+# `annotated/sweeps.py`, which the recipe search uses too): every variant trains the same 12
+# batches with chapter 3's `train`, in one process with the machine to itself, in three rounds
+# that alternate between the variants so that a change in the machine's load touches all of them
+# alike. A variant's cost is its median seconds per step, divided by the base's.
 
 
 # %%

@@ -1,4 +1,5 @@
-"""Drawings the book computes from its own code: the architecture, and attention as a flow.
+"""Drawings the book computes from its own code: the architecture (Figure 1), attention as a flow,
+teacher forcing, the decoding steps and the beam search's tree.
 
 Every drawing is SVG written here, by a small drawer of the book's own (boxes, arrows, text on a
 fixed grid), from a built model or module and the shapes it really uses. Changing the model

@@ -2,8 +2,9 @@
 
 A training time or a step cost means something only beside the machine that produced it, and only
 if nothing else was running meanwhile (two cores shared with a test run have made a training twice
-as slow). Every record of the book (a run folder's budget, chapter 9's Table 3, the benchmarks in
-`benchmarks/`) describes both the same way, with what this module holds:
+as slow). Chapter 9's Table 3 and the benchmarks in `benchmarks/` describe both with what this
+module holds; a run folder's budget names its machine with `describe()` and notes the load
+average while its probe ran:
 
 * `describe()`: one line naming the CPU, its cores, torch's version and threads, and whether the
   CPU computes in bf16;

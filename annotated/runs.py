@@ -1,8 +1,11 @@
 """Training runs for translation: one configuration, one run folder, resumable, scored.
 
 Chapters 7 (Multi30k) and 8 (WMT) train with the same machinery, which lives here rather than in
-either chapter: `RunConfig` (everything a run depends on), `train_run` (train, resume or just load
-a run in its folder), checkpoint averaging, and `final_scores`. A run folder holds:
+either chapter: `RunConfig` (everything a run depends on) and its profiles (`pick_profile`,
+`smoke_version`), `train_run` (train, resume or just load a run in its folder, with `StepHook`
+scoring the validation set on the way and a time budget from `annotated/budgets.py`), checkpoint
+averaging, `final_scores`, and `load_translator` (a run folder's model with its vocabularies,
+which `save_vocabularies` put there). A run folder holds:
 
 * `checkpoint.pt`: the model and everything needed to resume (written atomically), with the
   run's `DecodeConfig`;
@@ -10,7 +13,8 @@ a run in its folder), checkpoint averaging, and `final_scores`. A run folder hol
 * `history.csv`: loss, learning rate, tokens and seconds per step;
 * `evals.csv`: validation BLEU (greedy, bare weights) against steps and training minutes;
 * `snapshots/`: the weights at the last evaluations, and `averaged.pt`, their average;
-* `scores.json`: the final scores, with the step and decoding that produced them.
+* `scores.json`: the final scores, with the step and decoding that produced them;
+* `plan.json`: how a time budget fitted the schedule, when the run has one (`budgets.TimeBudget`).
 """
 
 from __future__ import annotations
@@ -411,7 +415,8 @@ def time_budget(
             kept = f"plan kept from this run's start ({plan.budget_minutes:g} minutes)"
             if plan.budget_minutes != config.max_minutes:
                 kept += f"; the budget of {config.max_minutes:g} now only moves the time limit"
-            print(f"{kept}: {plan.steps:,} steps", flush=True)
+            print(f"{kept}: {plan.steps:,} steps, planned then as", flush=True)
+            print(plan.describe(config), flush=True)
         return plan
     history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
     if history:  # a run begun before plans existed: it stays its recipe

@@ -14,8 +14,9 @@ sweeps, and this module is what they share:
 * `run_jobs` trains and measures every job the record does not hold with its configuration. Each
   worker claims a job by locking its run folder; another worker passes over a claimed job, and
   takes over the claim of one that was killed.
-* `config_step_costs` prices a training step of each configuration, alone and side by side, so
-  that minutes measured on a shared machine are never compared.
+* `config_step_costs` prices a training step of each configuration, in one process on an idle
+  machine, in rounds that alternate between the configurations so that a change in load touches
+  all alike; minutes measured on a shared machine are never compared.
 """
 
 from __future__ import annotations

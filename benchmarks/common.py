@@ -5,7 +5,7 @@ A time means something only if nothing else ran on the machine meanwhile (two co
 a test run have made a training twice as slow). So a benchmark runs inside `Timing`, which notes
 the load average before it started and the highest one while it ran, and the share of the CPU
 the benchmark's processes got; it lives in annotated/machine.py, with `describe()` (the machine)
-and `cpu_kind()`, which the chapters use too. A record taken on a busy machine says so
+and `cpu_kind()`; chapter 9 and the training runs describe their machine with the same module. A record taken on a busy machine says so
 (`"busy": true`, and why), and `write_results` never lets it replace a clean record: it goes
 beside it, as `<name>.busy.json`, with a warning.
 """

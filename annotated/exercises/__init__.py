@@ -8,7 +8,12 @@ the known mistake that gives exactly the student's output there, and names it; o
 what differs (a shape, a value, a length). It never shows a traceback: an unfinished stub
 (`raise NotImplementedError`) is reported as not done yet, and any other exception in one line.
 `check` returns True or False and prints one line, so a notebook of exercises always runs to its
-end. The tests of every chapter hold wrong answers that each check must reject with the right hint.
+end. `tests/test_exercises.py` holds wrong answers, written apart from the book's list of mistakes,
+that each check must reject with the right hint.
+
+This package holds the machinery; each chapter's exercises (their `Exercise` objects, the cases
+and the wrong answers) are in `annotated/exercises/chNN_topic.py`, which the chapter's notebook
+imports in the cell where the exercises begin.
 """
 
 from __future__ import annotations

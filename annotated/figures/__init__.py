@@ -1,5 +1,9 @@
 """Offline, byte-stable Altair charts for the book.
 
+This package is the renderer; each chapter's charts (and the tables and numbers computed only for
+them) are in `annotated/figures/chNN_topic.py`, which the chapter's notebook imports where it
+draws.
+
 Altair's default renderer loads vega from a CDN and gives every chart a random element id, so a
 notebook re-executed by nbval never matches its committed outputs, and a page read offline shows
 nothing. The book's renderer instead emits:

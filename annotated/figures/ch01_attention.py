@@ -1,7 +1,8 @@
 """Chapter 1's charts: the walk through equation 1, the softmax's saturation, masks and heads.
 
-The chapter computes; this module only draws what it computed, so the chapter's page shows the
-attention code and a one-line call where each chart appears. Chapter 7 draws the same walk with a
+The chapter defines attention; this module lays out the walk's numbers (`one_query_steps` takes
+equation 1 one step at a time, with the chapter's `attention`) and draws them, so the chapter's page
+shows the attention code and a one-line call where each chart appears. Chapter 7 draws the same walk with a
 trained model's numbers (`vectors_chart`, `one_query_chart`, `all_queries_chart`).
 """
 
