@@ -169,3 +169,21 @@ def test_translate_without_any_trained_model_says_how_to_get_one(installed, tmp_
     assert result.returncode == 2 and result.stdout == ""
     assert "no trained Multi30k model in" in result.stderr
     assert "python -m annotated.train multi30k" in result.stderr
+
+
+def test_the_installed_package_has_every_module_of_the_checkout(installed, tmp_path):
+    # A subpackage left out of pyproject.toml's list installs without its modules: a chapter's
+    # notebook would then fail where it imports its charts or its exercises.
+    python, _ = installed
+    run, _ = as_a_user(python, tmp_path)
+    listing = run(
+        "-c",
+        "import annotated, pathlib; root = pathlib.Path(annotated.__file__).parent; "
+        "print('\\n'.join(sorted(str(p.relative_to(root)) for p in root.rglob('*.py'))))",
+    )
+    installed_modules = set(listing.stdout.split())
+    in_checkout = {
+        str(p.relative_to(ROOT / "annotated")) for p in (ROOT / "annotated").rglob("*.py")
+    }
+    assert in_checkout - installed_modules == set()
+    assert "figures/ch01_attention.py" in installed_modules
