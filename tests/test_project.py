@@ -171,6 +171,9 @@ def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
     )
     assert book.module_path("annotated.figures") == book.PACKAGE / "figures" / "__init__.py"
     assert book.module_path("annotated.nothing_here") is None
+    # Chapters are chNN_topic.py; a support module whose name starts with "ch" is not one.
+    assert book.is_chapter(book.PACKAGE / "ch07_multi30k.py")
+    assert not book.is_chapter(book.PACKAGE / "checkpoints.py")
 
 
 def test_imports_in_notebook_only_cells_are_dependencies_too():

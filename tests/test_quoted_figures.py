@@ -76,7 +76,7 @@ def prose_texts(file: str) -> list[tuple[str, str]]:
     """(name, text) for a prose file: a chapter's .py and its notebook's markdown."""
     path = ROOT / file
     texts = [(file, path.read_text(encoding="utf-8"))]
-    if path.parent.name == "annotated" and path.name.startswith("ch"):
+    if path.parent.name == "annotated" and re.fullmatch(r"ch\d\d_\w+\.py", path.name):
         notebook = nbformat.read(ROOT / "notebooks" / f"{path.stem}.ipynb", as_version=4)
         for index, cell in enumerate(notebook.cells):
             if cell.cell_type == "markdown":

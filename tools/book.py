@@ -39,9 +39,16 @@ SITE_TAGS = ("hide-input",)  # cell tags kept in the notebooks, for the site
 CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later chapter
 
 
+CHAPTER_PATTERN = "ch[0-9][0-9]_*.py"  # ch07_multi30k.py is a chapter; checkpoints.py is not
+
+
 def chapters() -> list[Path]:
     """Every chapter source, in reading order."""
-    return sorted(PACKAGE.glob("ch[0-9][0-9]_*.py"))
+    return sorted(PACKAGE.glob(CHAPTER_PATTERN))
+
+
+def is_chapter(path: Path) -> bool:
+    return path.parent == PACKAGE and path.match(CHAPTER_PATTERN)
 
 
 def notebook_for(source: Path) -> Path:
@@ -74,10 +81,9 @@ def _imported_modules(source: Path) -> set[Path]:
     both count.
     """
     names: set[str] = set()
-    is_chapter = source.parent == PACKAGE and source.name.startswith("ch")
     code = (
         notebook_code(source).replace("\n\0", "\n")
-        if is_chapter
+        if is_chapter(source)
         else source.read_text(encoding="utf-8")
     )
     for node in ast.walk(ast.parse(code)):
