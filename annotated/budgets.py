@@ -192,6 +192,7 @@ def fit_schedule(
 
 
 def read_budget(folder: Path) -> TimeBudget | None:
+    """The budget kept in a run folder (plan.json), or None before the run has one."""
     path = folder / PLAN_FILE
     if not path.exists():
         return None
@@ -204,28 +205,29 @@ def read_budget(folder: Path) -> TimeBudget | None:
         ) from None
 
 
-def write_budget(folder: Path, plan: TimeBudget) -> None:
+def write_budget(folder: Path, budget: TimeBudget) -> None:
+    """Keep the budget in the run folder (plan.json), atomically, from the first process only."""
     if rank_and_world()[0] == 0:
         with atomic_write(folder / PLAN_FILE, "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(plan), handle, indent=1)
+            json.dump(dataclasses.asdict(budget), handle, indent=1)
 
 
-def report_stop(plan: TimeBudget, folder: Path, step: int, minutes: float) -> TimeBudget:
+def report_stop(budget: TimeBudget, folder: Path, step: int, minutes: float) -> TimeBudget:
     """Say, and record in plan.json, that the time limit ended the schedule early."""
-    plan = dataclasses.replace(plan, stopped_at=step)
-    write_budget(folder, plan)
+    budget = dataclasses.replace(budget, stopped_at=step)
+    write_budget(folder, budget)
     why = (
-        f"the {plan.budget_minutes:g}-minute budget of a run begun without a plan"
-        if plan.unplanned
-        else f"more than {GRACE:g} times the {plan.budget_minutes:g}-minute budget: the machine "
+        f"the {budget.budget_minutes:g}-minute budget of a run begun without a plan"
+        if budget.unplanned
+        else f"more than {GRACE:g} times the {budget.budget_minutes:g}-minute budget: the machine "
         "became slower than when the plan was made"
     )
     if rank_and_world()[0] == 0:
         print(
-            f"TIME LIMIT: training stopped at step {step:,} of the {plan.steps:,} planned, after "
+            f"TIME LIMIT: training stopped at step {step:,} of the {budget.steps:,} planned, after "
             f"{minutes:.1f} training minutes ({why}). The schedule did not finish: the learning "
             "rate never reached its planned end, and the scores below are of an unfinished run. "
             "Run the same command with a larger budget (--minutes) to finish it.",
             flush=True,
         )
-    return plan
+    return budget

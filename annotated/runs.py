@@ -405,25 +405,25 @@ def time_budget(
     checkpoint: Path,
     progress: bool,
 ) -> TimeBudget | None:
-    """The run's plan: the one in its folder, else a new one (None when it has no time budget)."""
+    """The run's time budget: the one kept in its folder, else a new one (None without a budget)."""
     if config.max_minutes is None:
         return None
     say = progress and rank_and_world()[0] == 0
-    plan = read_budget(folder)
-    if plan is not None:
+    budget = read_budget(folder)
+    if budget is not None:
         if say:
-            kept = f"plan kept from this run's start ({plan.budget_minutes:g} minutes)"
-            if plan.budget_minutes != config.max_minutes:
+            kept = f"plan kept from this run's start ({budget.budget_minutes:g} minutes)"
+            if budget.budget_minutes != config.max_minutes:
                 kept += f"; the budget of {config.max_minutes:g} now only moves the time limit"
-            print(f"{kept}: {plan.steps:,} steps, planned then as", flush=True)
-            print(plan.describe(config), flush=True)
-        return plan
+            print(f"{kept}: {budget.steps:,} steps, planned then as", flush=True)
+            print(budget.describe(config), flush=True)
+        return budget
     history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
     if history:  # a run begun before plans existed: it stays its recipe
         seconds, probe = sum(row["seconds"] for row in history) / len(history), 0.0
     else:
         seconds, probe = measure_step_seconds(config, corpus, batches, device)
-    plan = fit_schedule(
+    budget = fit_schedule(
         config,
         batches.steps_per_epoch,
         seconds,
@@ -432,10 +432,10 @@ def time_budget(
         machine=describe_machine(),
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )
-    write_budget(folder, plan)
+    write_budget(folder, budget)
     if say:
-        print(plan.describe(config), flush=True)
-    return plan
+        print(budget.describe(config), flush=True)
+    return budget
 
 
 def train_run(config: RunConfig, folder: str | Path, corpus: Corpus, progress: bool = True) -> Run:
@@ -457,12 +457,12 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
     device = training_device()
     specials = shared_specials(corpus)
     pairs = corpus.ids["train"][: config.train_pairs]
-    plan = BatchPlan.build(pairs, config.max_tokens, config.accumulate, world, config.seed)
+    batches = BatchPlan.build(pairs, config.max_tokens, config.accumulate, world, config.seed)
     checkpoint = folder / "checkpoint.pt"
-    budget = time_budget(config, folder, corpus, plan, device, checkpoint, progress)
+    budget = time_budget(config, folder, corpus, batches, device, checkpoint, progress)
     limit = None if budget is None else budget.limit_seconds(config.max_minutes)
     config = config if budget is None else budget.apply(config)
-    train_config = config.train_config(plan.steps_per_epoch)
+    train_config = config.train_config(batches.steps_per_epoch)
     model = new_model(config, corpus).to(device)
     translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
     history = _saved_history(checkpoint, model.config, train_config)
@@ -471,7 +471,7 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
         folder=folder,
         translator=translator,
         corpus=corpus,
-        steps_per_epoch=plan.steps_per_epoch,
+        steps_per_epoch=batches.steps_per_epoch,
         max_steps=train_config.max_steps,
         seconds=float(history.seconds.sum()),
         limit=limit,
@@ -487,7 +487,7 @@ def _train_run(config: RunConfig, folder: Path, corpus: Corpus, progress: bool) 
         )
         history = train(
             trained,
-            lambda step: plan.step(step, specials, rank, world),
+            lambda step: batches.step(step, specials, rank, world),
             train_config,
             checkpoint,
             progress=progress and rank == 0,
