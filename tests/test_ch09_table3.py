@@ -285,8 +285,11 @@ def test_step_costs_time_every_variant_against_the_base(tmp_path, corpus):
     assert set(costs["seconds per step"]) == {"base", "h 1"}
     assert costs["relative to base"]["base"] == 1.0
     assert all(value > 0 for value in costs["seconds per step"].values())
-    ratio = costs["seconds per step"]["h 1"] / costs["seconds per step"]["base"]
-    assert costs["relative to base"]["h 1"] == pytest.approx(ratio, abs=1e-3)
+    # The record rounds seconds to 4 decimals and the ratio (of the unrounded medians) to 3: on
+    # steps of a few hundredths of a second the rounded seconds bound the ratio, no closer.
+    h, base = costs["seconds per step"]["h 1"], costs["seconds per step"]["base"]
+    low, high = (h - 5e-5) / (base + 5e-5), (h + 5e-5) / (base - 5e-5)
+    assert low - 5e-4 <= costs["relative to base"]["h 1"] <= high + 5e-4
     assert (costs["steps"], costs["rounds"]) == (3, 2) and costs["machine"]
     assert costs["timing"]["threads"] == torch.get_num_threads()
 
