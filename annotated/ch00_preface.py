@@ -150,7 +150,8 @@ class _MatmulCounter(TorchDispatchMode):
 
 
 def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.DataFrame:
-    """FLOPs and matrix products of one recurrent and one self-attention layer per sequence length."""
+    """FLOPs and matrix products of one recurrent and one self-attention layer per sequence
+    length."""
     generator = torch.Generator().manual_seed(seed)
     W, U = (torch.randn(d, d, generator=generator) / d**0.5 for _ in range(2))
     rows = []

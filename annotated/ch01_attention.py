@@ -92,11 +92,13 @@ def attention(
     # query (..., len_q, d_k); key (..., len_k, d_k); value (..., len_k, d_v)
     if query.size(-1) != key.size(-1):
         raise ValueError(
-            f"query and key must have the same last dimension d_k, got {query.size(-1)} and {key.size(-1)}"
+            "query and key must have the same last dimension d_k, "
+            f"got {query.size(-1)} and {key.size(-1)}"
         )
     if key.size(-2) != value.size(-2):
         raise ValueError(
-            f"key and value must have the same length (one value per key), got {key.size(-2)} and {value.size(-2)}"
+            "key and value must have the same length (one value per key), "
+            f"got {key.size(-2)} and {value.size(-2)}"
         )
     d_k = query.size(-1)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., len_q, len_k)
@@ -294,7 +296,8 @@ def dot_product_spread(d_ks: list[int], samples: int = 20_000, seed: int = 0) ->
 def softmax_saturation(
     d_ks: list[int], keys: int = 16, draws: int = 2_000, seed: int = 0
 ) -> pd.DataFrame:
-    """Largest softmax weight and gradient size, with and without dividing the scores by sqrt(d_k)."""
+    """Largest softmax weight and gradient size, with and without dividing the scores by
+    sqrt(d_k)."""
     generator = torch.Generator().manual_seed(seed)
     rows = []
     for d_k in d_ks:
@@ -474,7 +477,8 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KeyValues | None = None,
     ) -> Tensor:
-        """query (batch, len_q, d_model), key/value (batch, len_k, d_model) -> (batch, len_q, d_model).
+        """query (batch, len_q, d_model), key/value (batch, len_k, d_model)
+        -> (batch, len_q, d_model).
 
         `cache` (chapter 6's incremental decoding) supplies the keys and values of earlier calls.
         """
@@ -496,7 +500,8 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(concat)
 
     def project_keys_values(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        """key/value (batch, len_k, d_model) -> K (batch, h, len_k, d_k) and V (batch, h, len_k, d_v)."""
+        """key/value (batch, len_k, d_model)
+        -> K (batch, h, len_k, d_k) and V (batch, h, len_k, d_v)."""
         batch, len_k = key.size(0), key.size(1)
         k = self.w_k(key).view(batch, len_k, self.h, self.d_k).transpose(1, 2)
         v = self.w_v(value).view(batch, len_k, self.h, self.d_v).transpose(1, 2)
@@ -506,17 +511,20 @@ class MultiHeadAttention(nn.Module):
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             if tensor.dim() != 3 or tensor.size(-1) != self.d_model:
                 raise ValueError(
-                    f"{name} must be (batch, len, d_model={self.d_model}), got shape {tuple(tensor.shape)}"
+                    f"{name} must be (batch, len, d_model={self.d_model}), "
+                    f"got shape {tuple(tensor.shape)}"
                 )
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
-                f"key and value must have the same batch size and length, got {tuple(key.shape)} and {tuple(value.shape)}"
+                "key and value must have the same batch size and length, "
+                f"got {tuple(key.shape)} and {tuple(value.shape)}"
             )
         if query.size(0) != key.size(0):
             raise ValueError(f"query and key batch sizes differ: {query.size(0)} and {key.size(0)}")
         if mask is not None and mask.dim() != 3:
             raise ValueError(
-                f"mask must be (batch, len_q or 1, len_k) with True = may attend, got shape {tuple(mask.shape)}"
+                "mask must be (batch, len_q or 1, len_k) with True = may attend, "
+                f"got shape {tuple(mask.shape)}"
             )
 
 

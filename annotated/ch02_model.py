@@ -93,8 +93,9 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {getattr(self, name)}")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(
-                "share_embeddings needs one vocabulary for both languages (section 3.4 uses a shared "
-                f"BPE vocabulary), got src_vocab={self.src_vocab} and tgt_vocab={self.tgt_vocab}"
+                "share_embeddings needs one vocabulary for both languages "
+                "(section 3.4 uses a shared BPE vocabulary), "
+                f"got src_vocab={self.src_vocab} and tgt_vocab={self.tgt_vocab}"
             )
 
     @classmethod
@@ -169,7 +170,8 @@ class LayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: Tensor) -> Tensor:
-        """(..., d_model) -> (..., d_model): each vector to mean 0 and variance 1, then gamma, beta."""
+        """(..., d_model) -> (..., d_model): each vector to mean 0 and variance 1,
+        then gamma, beta."""
         if x.size(-1) != self.weight.size(0):
             raise ValueError(
                 f"LayerNorm({self.weight.size(0)}) got vectors of width {x.size(-1)}: "
@@ -297,7 +299,8 @@ class EncoderLayer(nn.Module):
         )
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        """x (batch, src_len, d_model), src_mask (batch, 1, src_len) -> (batch, src_len, d_model)."""
+        """x (batch, src_len, d_model), src_mask (batch, 1, src_len)
+        -> (batch, src_len, d_model)."""
         x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, src_mask))
         return self.sublayers[1](x, self.feed_forward)
 
@@ -322,7 +325,8 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None,
         cache: tuple[KeyValues, KeyValues] | None = None,
     ) -> Tensor:
-        """x (batch, tgt_len, d_model), memory (batch, src_len, d_model) -> (batch, tgt_len, d_model).
+        """x (batch, tgt_len, d_model), memory (batch, src_len, d_model)
+        -> (batch, tgt_len, d_model).
 
         `cache` (chapter 6): the keys and values of this layer's two attentions from earlier steps.
         """
@@ -345,7 +349,8 @@ class DecoderState(Protocol):
 
 
 class Encoder(nn.Module):
-    """N encoder layers; with pre-norm, a final LayerNorm (post-norm layers end normalized already)."""
+    """N encoder layers; with pre-norm, a final LayerNorm (post-norm layers end normalized
+    already)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -359,7 +364,8 @@ class Encoder(nn.Module):
 
 
 class Decoder(nn.Module):
-    """N decoder layers, each attending to the same encoder output; final LayerNorm with pre-norm."""
+    """N decoder layers, each attending to the same encoder output; final LayerNorm with
+    pre-norm."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -483,11 +489,13 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, p_drop: float, max_len: int = 5000) -> None:
         super().__init__()
         self.dropout = nn.Dropout(p_drop)
-        # A buffer moves with .to(device) but is not trained; not persistent, since it is recomputed.
+        # A buffer moves with .to(device) but is not trained; not persistent, since it is
+        # recomputed.
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position `start`."""
+        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position
+        `start`."""
         end = start + x.size(1)
         if end > self.table.size(0):
             # Past the table: compute a longer one (doubling, so that decoding one position at a
@@ -506,7 +514,8 @@ class LearnedPositions(nn.Module):
         self.table = nn.Embedding(max_len, d_model)  # (max_len, d_model), trained like any weight
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position `start`."""
+        """(batch, len, d_model) -> (batch, len, d_model); x's first position is position
+        `start`."""
         end = start + x.size(1)
         if end > self.table.num_embeddings:
             raise ValueError(
@@ -546,7 +555,8 @@ class LearnedPositions(nn.Module):
 
 # %%
 def rotation_for_offset(k: int, d_model: int) -> Tensor:
-    """The block-diagonal matrix M_k with PE(pos + k) = M_k PE(pos), from the angle-addition formulas."""
+    """The block-diagonal matrix M_k with PE(pos + k) = M_k PE(pos), from the angle-addition
+    formulas."""
     frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     M = torch.zeros(d_model, d_model, dtype=torch.float64)
     cos, sin = torch.cos(k * frequency), torch.sin(k * frequency)
@@ -557,7 +567,8 @@ def rotation_for_offset(k: int, d_model: int) -> Tensor:
 
 
 def linear_offset_check(offsets: list[int], d_model: int = 64, span: int = 20_000) -> pd.DataFrame:
-    """Largest error of PE(pos+k) = M_k PE(pos), with M_k from the formula and fitted by least squares."""
+    """Largest error of PE(pos+k) = M_k PE(pos), with M_k from the formula and fitted by least
+    squares."""
     # Float64 throughout, so the errors show the mathematics rather than float32 rounding.
     table = sinusoidal_table(span + max(offsets), d_model, torch.float64)
     fit, held_out = torch.arange(0, span, 2), torch.arange(1, span, 2)  # even / odd positions
@@ -870,7 +881,10 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # the target embedding shared with the output layer.
 
 # %% tags=["active-ipynb"]
-# architecture(make_model(ModelConfig(8000, 6000, N=2, d_model=256, d_ff=1024, h=4, norm_first=True, tie_target_embeddings=True)))
+# pre_norm = ModelConfig(
+#     8000, 6000, N=2, d_model=256, d_ff=1024, h=4, norm_first=True, tie_target_embeddings=True
+# )
+# architecture(make_model(pre_norm))
 
 # %% [markdown]
 #

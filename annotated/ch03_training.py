@@ -112,7 +112,8 @@ class Batch:
         """From padded ids: src (batch, src_len) and tgt (batch, tgt_len + 1) starting with <s>."""
         if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
             raise ValueError(
-                f"src and tgt must be (batch, len) with the same batch size, got {tuple(src.shape)} and {tuple(tgt.shape)}"
+                "src and tgt must be (batch, len) with the same batch size, "
+                f"got {tuple(src.shape)} and {tuple(tgt.shape)}"
             )
         if tgt.size(1) < 2:
             raise ValueError("tgt needs at least <s> and one more token per sentence")
@@ -263,7 +264,8 @@ class TrainConfig:
 
 
 def cooled_rate(step: int, d_model: int, config: TrainConfig) -> float:
-    """Equation 3, times a line falling to 1/c over the last c = `config.cooldown` steps (if any)."""
+    """Equation 3, times a line falling to 1/c over the last c = `config.cooldown` steps
+    (if any)."""
     lr = rate(step, d_model, config.warmup, config.lr_factor)
     if config.cooldown:
         lr *= min(1.0, (config.max_steps - step + 1) / config.cooldown)
@@ -367,7 +369,8 @@ def make_optimizer(
 
 # %%
 def smoothed_targets(target: Tensor, vocab: int, pad: int, eps_ls: float) -> Tensor:
-    """(n,) ids -> (n, vocab) distributions: 1 - eps on the target, eps spread over the rest but pad."""
+    """(n,) ids -> (n, vocab) distributions: 1 - eps on the target, eps spread over the rest
+    but pad."""
     if vocab < 3:
         raise ValueError("label smoothing needs at least the target, the pad and one other token")
     q = torch.full((target.size(0), vocab), eps_ls / (vocab - 2), device=target.device)
@@ -449,9 +452,10 @@ def _xlogx(x: float) -> float:
 # theirs = F.cross_entropy(logits, target, ignore_index=0, label_smoothing=eps, reduction="sum")
 # ours = label_smoothing_loss(logits, target, pad=0, eps_ls=eps)
 # q_ours = smoothed_targets(target, 10, 0, eps).double()
+# entropy_ours = -torch.xlogy(q_ours, q_ours).sum()
 # print(f"PyTorch cross-entropy, label_smoothing=0.1:     {theirs.item():.5f}")
 # print(f"KL to PyTorch's target + its entropy:           {(kl_pt + entropy_pt).item():.5f}")
-# print(f"our KL + entropy of our target (cross-entropy): {(ours - torch.xlogy(q_ours, q_ours).sum()).item():.5f}")
+# print(f"our KL + entropy of our target (cross-entropy): {(ours + entropy_ours).item():.5f}")
 
 # %% [markdown]
 # ## 4. Dropout (section 5.4)
@@ -526,7 +530,8 @@ def set_dropout(model: nn.Module, p: float) -> None:
 
 # %%
 class FastDropout(nn.Module):
-    """Dropout whose mask comes from 16 random bits per element (a quarter of nn.Dropout's draws)."""
+    """Dropout whose mask comes from 16 random bits per element (a quarter of nn.Dropout's
+    draws)."""
 
     def __init__(self, p: float) -> None:
         super().__init__()
@@ -559,7 +564,8 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 # ones = torch.ones(1_000_000)
 # for p in (0.1, 0.3):
 #     kept = FastDropout(p)(ones)
-#     print(f"p = {p}: kept {(kept > 0).float().mean():.2f} of the elements, each scaled to {kept.max():.3f}")
+#     share = (kept > 0).float().mean()
+#     print(f"p = {p}: kept {share:.2f} of the elements, each scaled to {kept.max():.3f}")
 
 
 # %% [markdown]
@@ -795,25 +801,31 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 #     pairs = []
 #     for _ in range(2):  # two micro-batches per optimizer step
 #         src = torch.randint(3, 20, (8, 7), generator=generator)
-#         tgt = torch.cat([torch.full((8, 1), specials.bos), torch.randint(3, 20, (8, 6), generator=generator)], 1)
+#         words = torch.randint(3, 20, (8, 6), generator=generator)
+#         tgt = torch.cat([torch.full((8, 1), specials.bos), words], 1)
 #         pairs.append(Batch.build(src, tgt, specials.pad))
 #     return pairs
 #
 #
 # toy = make_model(ModelConfig(20, 20, N=1, d_model=32, d_ff=64, h=2))
-# toy_history = train(toy, random_pairs, TrainConfig(max_steps=30, warmup=10, accumulate=2), progress=False)
+# toy_config = TrainConfig(max_steps=30, warmup=10, accumulate=2)
+# toy_history = train(toy, random_pairs, toy_config, progress=False)
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # # (the loss depends on the hardware's arithmetic: bfloat16 where the CPU has it)
-# print(f"loss per token: step 1 {toy_history.loss.iloc[0]:.2f}, step 30 {toy_history.loss.iloc[-1]:.2f}")
+# print(
+#     f"loss per token: step 1 {toy_history.loss.iloc[0]:.2f}, "
+#     f"step 30 {toy_history.loss.iloc[-1]:.2f}"
+# )
 
 # %% tags=["active-ipynb"]
 # import math
 #
 # print("steps:", len(toy_history), " columns:", list(toy_history.columns))
 # print("learning rates follow equation 3:", all(
-#     math.isclose(lr, rate(s, 32, 10)) for s, lr in zip(toy_history.step, toy_history.lr, strict=True)
+#     math.isclose(lr, rate(s, 32, 10))
+#     for s, lr in zip(toy_history.step, toy_history.lr, strict=True)
 # ))
 
 # %% [markdown]

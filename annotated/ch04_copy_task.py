@@ -293,8 +293,12 @@ def train_copy_model(
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # last = checks.iloc[-1]
-# print(f"100% held-out exact match after {int(last['step'])} optimizer steps, {last['cpu seconds']:.0f} CPU seconds")
-# print(f"({int(history.tokens.sum()):,} target tokens seen; {sum(p.numel() for p in model.parameters()):,} parameters)")
+# print(
+#     f"100% held-out exact match after {int(last['step'])} optimizer steps, "
+#     f"{last['cpu seconds']:.0f} CPU seconds"
+# )
+# parameters = sum(p.numel() for p in model.parameters())
+# print(f"({int(history.tokens.sum()):,} target tokens seen; {parameters:,} parameters)")
 
 # %% [markdown]
 # Whatever the machine, the end state is the same, and it is what the tests require:
@@ -312,10 +316,11 @@ def train_copy_model(
 
 # %% tags=["active-ipynb"]
 # examples = sorted(held_out[:6], key=len)
+# copies = copy_sequences(model, COPY_SETUP["task"], examples)
 # pd.DataFrame(
 #     {
 #         "source": [" ".join(map(str, s)) for s in examples],
-#         "greedy copy": [" ".join(map(str, c)) for c in copy_sequences(model, COPY_SETUP["task"], examples)],
+#         "greedy copy": [" ".join(map(str, c)) for c in copies],
 #     }
 # )
 

@@ -133,8 +133,11 @@ def detokenize(tokens: Sequence[str]) -> str:
 
 # %% tags=["active-ipynb"]
 # references = [english for _, english in splits["val"]]
-# round_trip = [detokenize(tokens) == text for tokens, text in zip(tokenize(references, "en"), references)]
-# print(f"detokenize(tokenize(s)) == s for {sum(round_trip)} of {len(round_trip)} validation references")
+# tokenized = tokenize(references, "en")
+# round_trip = [detokenize(tokens) == text for tokens, text in zip(tokenized, references)]
+# print(
+#     f"detokenize(tokenize(s)) == s for {sum(round_trip)} of {len(round_trip)} validation references"
+# )
 
 # %% [markdown]
 # ## 3. Word vocabularies and their unknown words
@@ -506,13 +509,18 @@ def word_corpus(
 # for index, side in enumerate(("German sources", "English references")):
 #     vocab, pairs = (corpus.src_vocab, corpus.tgt_vocab)[index], corpus.ids["test_2016_flickr"]
 #     hit = sum(vocab.unk in pair[index] for pair in pairs)
-#     print(f"{side} with a word outside the vocabulary: {hit} of {len(pairs)} ({100 * hit / len(pairs):.0f}%)")
+#     print(
+#         f"{side} with a word outside the vocabulary: "
+#         f"{hit} of {len(pairs)} ({100 * hit / len(pairs):.0f}%)"
+#     )
 
 # %% [markdown]
 # The first such test sentence, as each vocabulary encodes it:
 
 # %% tags=["active-ipynb"]
-# first = next(i for i, (s, _) in enumerate(corpus.ids["test_2016_flickr"]) if corpus.src_vocab.unk in s)
+# first = next(
+#     i for i, (s, _) in enumerate(corpus.ids["test_2016_flickr"]) if corpus.src_vocab.unk in s
+# )
 # print("words:   ", " ".join(corpus.src_vocab.labels(corpus.ids["test_2016_flickr"][first][0])))
 # print("subwords:", " ".join(subwords.src_vocab.labels(subwords.ids["test_2016_flickr"][first][0])))
 
@@ -549,7 +557,8 @@ def word_corpus(
 def token_batches(
     pairs: Sequence[tuple[list[int], list[int]]], max_tokens: int, seed: int = 0
 ) -> list[list[int]]:
-    """Indices of `pairs`, grouped by length into batches of at most max_tokens padded tokens a side."""
+    """Indices of `pairs`, grouped by length into batches of at most max_tokens padded tokens
+    a side."""
     rng = random.Random(seed)
     jitter = [rng.random() for _ in pairs]
     order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][1]), len(pairs[i][0]), jitter[i]))
@@ -570,7 +579,8 @@ def token_batches(
 
 
 def make_batch(pairs: Sequence[tuple[list[int], list[int]]], specials: SpecialTokens) -> Batch:
-    """Chapter 3's Batch from (source ids, target ids) pairs: pad, and wrap targets in <s> ... </s>."""
+    """Chapter 3's Batch from (source ids, target ids) pairs: pad, and wrap targets in
+    <s> ... </s>."""
     src = pad_sequences([s for s, _ in pairs], specials.pad)
     tgt = pad_sequences([[specials.bos, *t, specials.eos] for _, t in pairs], specials.pad)
     return Batch.build(src, tgt, specials.pad)
@@ -639,7 +649,8 @@ def step_shard(
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """A training set cut into token batches, and the batches each process trains on at each step."""
+    """A training set cut into token batches, and the batches each process trains on at each
+    step."""
 
     pairs: Sequence[tuple[list[int], list[int]]]
     batches: list[list[int]]  # indices into pairs
@@ -655,7 +666,8 @@ class BatchPlan:
         world: int = 1,
         seed: int = 0,
     ) -> BatchPlan:
-        """Batches of at most max_tokens; a step takes accumulate batches on each of world processes."""
+        """Batches of at most max_tokens; a step takes accumulate batches on each of world
+        processes."""
         plan = cls(pairs, token_batches(pairs, max_tokens, seed), accumulate * world, seed)
         if plan.steps_per_epoch == 0:
             raise ValueError(
@@ -680,8 +692,12 @@ class BatchPlan:
 # plan = BatchPlan.build(corpus.ids["train"], max_tokens=3000, accumulate=1)
 # first = plan.step(0, corpus.tgt_vocab.specials)[0]
 # print(f"{len(plan.batches)} batches, {plan.steps_per_epoch} steps an epoch")
-# print(f"step 0 trains on a batch of {first.src.size(0)} sentences, padded to {tuple(first.tgt_in.shape)} target positions")
-# print("the same batch when asked again:", plan.step(0, corpus.tgt_vocab.specials)[0].src.equal(first.src))
+# print(
+#     f"step 0 trains on a batch of {first.src.size(0)} sentences, "
+#     f"padded to {tuple(first.tgt_in.shape)} target positions"
+# )
+# again = plan.step(0, corpus.tgt_vocab.specials)[0]
+# print("the same batch when asked again:", again.src.equal(first.src))
 
 # %% [markdown]
 # ## Exercises

@@ -124,7 +124,8 @@ class DecoderCache:
         return self.layers[0][0].length
 
     def select(self, rows: Tensor, source_too: bool = True) -> None:
-        """Keep only the given batch rows of every cache (of the self-attention ones only, if asked)."""
+        """Keep only the given batch rows of every cache (of the self-attention ones only,
+        if asked)."""
         for own, source in self.layers:
             own.select(rows)
             if source_too:
@@ -145,7 +146,8 @@ class DecoderCache:
 def greedy_decode_cached(
     model: EncoderDecoder, src: Tensor, src_mask: Tensor, specials: SpecialTokens, max_len: int
 ) -> Tensor:
-    """Chapter 4's greedy decoding with a key/value cache: (batch, src_len) -> (batch, <= max_len)."""
+    """Chapter 4's greedy decoding with a key/value cache:
+    (batch, src_len) -> (batch, <= max_len)."""
     with inference(model):
         memory = model.encode(src, src_mask)
         cache = DecoderCache(model)
@@ -269,12 +271,12 @@ def beam_search(
         raise ValueError(f"beam must be at least 1, got {beam}")
     batch, device = src.size(0), src.device
     with inference(model):
-        # Every sentence gets `beam` rows: (batch * beam, src_len, d_model), rows b*beam ... b*beam+k-1.
+        # `beam` rows per sentence: (batch * beam, src_len, d_model), rows b*beam ... b*beam+k-1.
         memory = model.encode(src, src_mask).repeat_interleave(beam, dim=0)
         src_mask = src_mask.repeat_interleave(beam, dim=0)
         cache = DecoderCache(model)
         ys = torch.full((batch * beam, 1), specials.bos, dtype=torch.long, device=device)
-        # Sum of log-probabilities of each live hypothesis; at the start only one per sentence is live.
+        # Each live hypothesis's sum of log-probabilities; at the start one per sentence is live.
         scores = torch.full((batch, beam), -math.inf, device=device)
         scores[:, 0] = 0.0
         best_score = torch.full((batch,), -math.inf, device=device)  # best finished, penalized
@@ -345,14 +347,19 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 
 # %% tags=["active-ipynb"]
 # toy = toy.double()
-# beam_one = until_eos(beam_search(toy, toy_src, toy_mask, toy_specials, 30, beam=1, alpha=0.6), toy_specials)
-# beam_four = until_eos(beam_search(toy, toy_src, toy_mask, toy_specials, 30, beam=4, alpha=0.6), toy_specials)
+# beam_one = until_eos(
+#     beam_search(toy, toy_src, toy_mask, toy_specials, 30, beam=1, alpha=0.6), toy_specials
+# )
+# beam_four = until_eos(
+#     beam_search(toy, toy_src, toy_mask, toy_specials, 30, beam=4, alpha=0.6), toy_specials
+# )
 # print("beam 1 equals greedy decoding:", beam_one == cached)
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # # (how many close calls a random model makes depends on its random weights)
-# print("beam 4 chose another output than greedy for", sum(a != b for a, b in zip(beam_four, cached)), "of 16 sentences")
+# differ = sum(a != b for a, b in zip(beam_four, cached))
+# print("beam 4 chose another output than greedy for", differ, "of 16 sentences")
 
 # %% [markdown]
 # ### The search drawn as a tree
@@ -410,9 +417,10 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 
 
 # %% [markdown]
-# `beam_tree` draws a trace: one column per step, in each the $2k$ best extensions of the beam
-# with their summed log-probabilities, those kept for the next step, those that ended with `</s>`
-# (finished candidates) and those dropped, and each $\alpha$'s winner outlined. Here a beam of 3
+# `beam_tree` draws a trace: one row per step, from the top, in each the $2k$ best extensions of
+# the beam (best first, from the left) with their summed log-probabilities, those kept for the
+# next step, those that ended with `</s>` (finished candidates) and those dropped, and each
+# $\alpha$'s winner outlined. Here a beam of 3
 # and at most 8 tokens, on a sentence of another untrained model (seeded so that the two choices
 # differ); the assertion checks that the trace's winner for $\alpha = 2.5$ is the search's output.
 
@@ -423,7 +431,8 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # tree_toy = make_model(ModelConfig(50, 50, N=2, d_model=64, d_ff=128, h=4)).double()
 # tree_src = torch.randint(3, 50, (1, 12))
 # trace = []
-# best = beam_search(tree_toy, tree_src, padding_mask(tree_src, 0), toy_specials, 8, beam=3, alpha=2.5, trace=trace)
+# tree_mask = padding_mask(tree_src, 0)
+# best = beam_search(tree_toy, tree_src, tree_mask, toy_specials, 8, beam=3, alpha=2.5, trace=trace)
 # assert best[0].tolist() == list(beam_winner(trace, 2.5).tokens)
 # beam_tree(trace, toy_words, alphas=(0.0, 2.5))
 
@@ -571,7 +580,8 @@ class Translator:
         outputs: Sequence[list[int]],
         tokens: list[list[str]],
     ) -> list[list[str]]:
-        """Replace each output <unk> by the source word the last layer's source attention favours."""
+        """Replace each output <unk> by the source word the last layer's source attention
+        favours."""
         unk, specials = self.tgt_vocab.unk, self.tgt_vocab.specials
         todo = [i for i, ids in enumerate(outputs) if unk in ids]
         if not todo:
@@ -640,11 +650,16 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 # references = ["A man in a blue shirt is sleeping on a bench.", "Two dogs play in the snow."]
 # outputs = {
 #     "exact": references,
-#     "paraphrase": ["A guy wearing a blue shirt sleeps on a bench.", "Two dogs are playing in snow."],
+#     "paraphrase": [
+#         "A guy wearing a blue shirt sleeps on a bench.",
+#         "Two dogs are playing in snow.",
+#     ],
 #     "scrambled": ["On a bench a man is sleeping in a blue shirt.", "In the snow two dogs play."],
 #     "a word short": ["A man in a blue shirt is sleeping on a bench.", "Two dogs play in snow."],
 # }
-# scored = pd.DataFrame({name: score(hypotheses, references) for name, hypotheses in outputs.items()}).T
+# scored = pd.DataFrame(
+#     {name: score(hypotheses, references) for name, hypotheses in outputs.items()}
+# ).T
 # scored[["BLEU", "chrF", "length ratio"]]
 
 # %% [markdown]

@@ -186,7 +186,8 @@ PROFILES = {
 
 
 def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
-    """The Multi30k profile named (or by $ANNOTATED_PROFILE, default "full") and its configuration."""
+    """The Multi30k profile named (or by $ANNOTATED_PROFILE, default "full") and its
+    configuration."""
     return pick_profile(PROFILES, name, "full")
 
 
@@ -351,7 +352,9 @@ def length_penalty_sweep(
 #             [run.corpus.raw["test_2016_flickr"][i][0] for i in picks]
 #         ),
 #         f"beam {run.config.decoding.beam}": final.translate(
-#             [run.corpus.raw["test_2016_flickr"][i][0] for i in picks], run.config.decoding.beam, run.config.decoding.alpha
+#             [run.corpus.raw["test_2016_flickr"][i][0] for i in picks],
+#             run.config.decoding.beam,
+#             run.config.decoding.alpha,
 #         ),
 #     }
 # )
@@ -465,9 +468,11 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # ours = torch.softmax(Q @ K.T / Q.size(-1) ** 0.5, dim=-1)
 # print(f"{sentence!r}: layer 1, head {head + 1}")
 # gap = float((ours - kept).abs().max())
-# print("our recomputation against the module's own weights:", "the same" if gap < 1e-6 else f"off by {gap:.1e}")
+# verdict = "the same" if gap < 1e-6 else f"off by {gap:.1e}"
+# print("our recomputation against the module's own weights:", verdict)
 # dims = [f"{i + 1}" for i in range(8)]
-# vectors_chart(words, Q, K, V, dims, dims, title=f"Layer 1, head {head + 1}: the first 8 of each word's 64 numbers")
+# title = f"Layer 1, head {head + 1}: the first 8 of each word's 64 numbers"
+# vectors_chart(words, Q, K, V, dims, dims, title=title)
 
 # %% [markdown]
 # The numbers no longer have names, but the steps are the same as in chapter 1: one query's dot

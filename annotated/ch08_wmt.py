@@ -132,7 +132,10 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # examples = [i for i, (en, _) in enumerate(stored) if "&apos;" in en or "&quot;" in en][:3]
 # pd.set_option("display.max_colwidth", None)
 # pd.DataFrame(
-#     {"stored (Moses, escaped)": [stored[i][0] for i in examples], "plain text": [restored[i][0] for i in examples]}
+#     {
+#         "stored (Moses, escaped)": [stored[i][0] for i in examples],
+#         "plain text": [restored[i][0] for i in examples],
+#     }
 # )
 
 # %% [markdown]
@@ -322,7 +325,8 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # for sentence in [corpus.raw["test"][0][0], corpus.raw["test"][0][1], corpus.raw["val"][0][1]]:
 #     print(" ".join(subwords.split([sentence])[0]))
 # print("exact round trip on the test set:", all(
-#     subwords.decode_texts(subwords.encode_texts([text]))[0] == text for pair in corpus.raw["test"] for text in pair
+#     subwords.decode_texts(subwords.encode_texts([text]))[0] == text
+#     for pair in corpus.raw["test"] for text in pair
 # ))
 
 # %% [markdown]
@@ -335,11 +339,16 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # together.
 
 # %% tags=["active-ipynb"]
-# vocab, sample = len(corpus.src_vocab), WMT_PROFILES["sample"]  # the sample run's model, in both profiles
+# # the sample run's model, in both profiles
+# vocab, sample = len(corpus.src_vocab), WMT_PROFILES["sample"]
 # shared = make_model(sample.model_config(vocab, vocab))
 # apart = make_model(dataclasses.replace(sample.model_config(vocab, vocab), share_embeddings=False))
-# print("one matrix:", shared.src_embed[0].lut.weight is shared.tgt_embed[0].lut.weight is shared.generator.weight)
-# print(f"parameters: {count_parameters(shared):,} shared, {count_parameters(apart):,} with three matrices")
+# embedding = shared.src_embed[0].lut.weight
+# print("one matrix:", embedding is shared.tgt_embed[0].lut.weight is shared.generator.weight)
+# print(
+#     f"parameters: {count_parameters(shared):,} shared, "
+#     f"{count_parameters(apart):,} with three matrices"
+# )
 
 # %% [markdown]
 # ## 6. Steps of 25,000 tokens: gradient accumulation (section 5.1)
@@ -468,7 +477,9 @@ def wmt_scores(run: Run) -> pd.DataFrame:
 #         "English": [run.corpus.raw["test"][i][0] for i in picks],
 #         "reference": [run.corpus.raw["test"][i][1] for i in picks],
 #         f"beam {run.config.decoding.beam}": (run.averaged or run.translator).translate(
-#             [run.corpus.raw["test"][i][0] for i in picks], run.config.decoding.beam, run.config.decoding.alpha
+#             [run.corpus.raw["test"][i][0] for i in picks],
+#             run.config.decoding.beam,
+#             run.config.decoding.alpha,
 #         ),
 #     }
 # )
@@ -516,7 +527,8 @@ def table_2() -> pd.DataFrame:
 # table2 = table_2()
 # ours = scores[(scores.split == "test") & scores.decoding.str.startswith("beam")].iloc[0]
 # table2.loc[len(table2)] = [
-#     f"this book: the {profile} run, 2 CPU cores", str(ours["tokenized BLEU"]), "", "about 1e14", "", "0.00003"
+#     f"this book: the {profile} run, 2 CPU cores", str(ours["tokenized BLEU"]), "",
+#     "about 1e14", "", "0.00003",
 # ]
 # table2.set_index("model")
 

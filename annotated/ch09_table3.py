@@ -112,7 +112,8 @@ PAPER_BASE = PaperRow("base: N 6, d_model 512, d_ff 2048, h 8, d_k 64", 4.92, 25
 
 @dataclass(frozen=True)
 class Variant:
-    """One Table 3 line at our scale: its changes to BASE, and the paper's line it corresponds to."""
+    """One Table 3 line at our scale: its changes to BASE, and the paper's line it corresponds
+    to."""
 
     row: str  # "base" or the paper's letter, "A" to "E"
     name: str  # the change, in the paper's symbols
@@ -256,7 +257,8 @@ BASE = RunConfig(
 
 @dataclass(frozen=True)
 class Table3Sweep:
-    """What a profile trains: the base, the variants, the seeds of the base, and where it records."""
+    """What a profile trains: the base, the variants, the seeds of the base, and where it
+    records."""
 
     base: RunConfig
     variants: tuple[Variant, ...]
@@ -380,7 +382,8 @@ def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
 
 # %%
 def perplexity(model: torch.nn.Module, corpus: Corpus, split: str, config: RunConfig) -> float:
-    """exp of the cross-entropy per target token (no label smoothing) on a split's first sentences."""
+    """exp of the cross-entropy per target token (no label smoothing) on a split's first
+    sentences."""
     pairs = corpus.ids[split][: config.val_sentences]
     specials = corpus.tgt_vocab.specials
     batches = [
@@ -448,7 +451,8 @@ def run_table3(
 
 
 def recorded_lines(sweep: Table3Sweep, train: bool) -> list[dict]:
-    """The sweep's lines as recorded (trained first where missing, when `train`), naming any missing.
+    """The sweep's lines as recorded (trained first where missing, when `train`), naming any
+    missing.
 
     A line recorded with another configuration (an older sweep) is left out, as if missing.
     """
@@ -777,7 +781,7 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
 # measure_costs = (lambda: step_costs(sweep)) if profile == "smoke" else None  # CI measures its own
 # costs = recorded_step_costs(sweep.results, measure_costs, "make table3")
 # if costs is not None:
-#     display(pd.Series(costs["relative to base"], name="cost of a step (base = 1)").to_frame().T)
+#     display(pd.Series(costs["relative to base"], name="cost of a step (base = 1)").to_frame())
 #     display(price_chart(lines, costs))
 
 # %% [markdown]
