@@ -11,8 +11,12 @@ reader compare two drawings, and nbval compare a drawing byte for byte on any ma
 
 A `Drawing` shows itself in Jupyter as SVG; when the book is executed for the site (the same
 switch as the charts', ANNOTATED_CHART_HTML=1) it also carries an HTML `<figure>` with the SVG
-inline and a caption. Each SVG has a `<title>`, a `<desc>` (the text alternative, which says what
-the picture shows), and `role="img"`, so screen readers and the site's tests find both.
+inline and a caption. The site shows it at its own size, one SVG unit a pixel: so each drawing is
+laid out to be at most 920 units wide (what a cell's output gets of the site's 960-px text
+column) with no text under 15 (its captions are 14.4 px), and a drawing that would be wider is laid out another way (the beam tree
+grows downwards, a step a row) rather than shrunk. Each SVG has a `<title>`, a `<desc>` (the
+text alternative, which says what the picture shows), and `role="img"`, so screen readers and the
+site's tests find both.
 """
 
 from __future__ import annotations
@@ -43,6 +47,33 @@ FILLS = {
     "operation": "#e6f2e1",
 }
 HIGHLIGHT = "#c0392b"
+LABEL_INK = "#555555"  # labels beside arrows, and the words of parts drawn faintly: 7.5:1 on white
+
+# The site shows a drawing at the size of its SVG, in a cell output about 940 px wide (a 960-px
+# column less the output's indent), under captions of 14.4 px: so a drawing is at most 920 units
+# wide (one unit, one pixel; 20 to spare) and its smallest text 15 units. Words and numbers are laid out at an estimated 0.6 em a character (a bold one wider).
+MAX_WIDTH = 920
+TEXT, SMALL = 16, 15  # the first line of a box; its other lines, labels and notes
+LINE = 18  # from one line of a box to the next
+CHAR_EM = 0.6
+
+
+def _text_width(words: str, size: float = SMALL, em: float = CHAR_EM) -> float:
+    """The estimated width of a line of text: what the layout leaves room for."""
+    return len(words) * size * em
+
+
+# Glyphs that are much narrower or wider than 0.6 em in the common sans-serif fonts (DejaVu Sans,
+# Arial): for fitting a word inside its box, where the flat estimate is not enough.
+NARROW, WIDE, WIDEST = set("iljtfrI.,:;'!|()[]/ "), set("<>=+×→−÷~"), set("mwMW…")
+
+
+def _ink_width(words: str, size: float = SMALL) -> float:
+    """A closer estimate of a word's width than `_text_width`'s, by its kinds of glyph."""
+    ems = sum(
+        0.35 if c in NARROW else 0.84 if c in WIDE else 0.98 if c in WIDEST else 0.62 for c in words
+    )
+    return ems * size
 
 
 def _number(value: float) -> str:
@@ -53,7 +84,11 @@ def _number(value: float) -> str:
 
 @dataclass
 class Canvas:
-    """An SVG under construction: boxes, arrows and text, each tagged with the part it draws."""
+    """An SVG under construction: boxes, arrows and text, each tagged with the part it draws.
+
+    A part not built yet is drawn faintly: its shapes pale and dashed, its words grey but still
+    legible against the pale shapes (a reader may want to read ahead).
+    """
 
     width: int
     height: int
@@ -62,17 +97,35 @@ class Canvas:
     top: float = 0  # the picture starts here: the space above it is cut off
     highlight: frozenset[str] = frozenset()  # parts drawn with a red outline
 
-    def _style(self, part: str | None) -> str:
-        """The attributes of an element of `part`: faint if not built yet, red if highlighted."""
+    def _faint(self, part: str | None) -> bool:
+        return bool(part) and self.built is not None and part not in self.built
+
+    def _group(self, part: str | None) -> str:
+        """The attributes of a part's group (or lone text): its name, and whether it is faint."""
         attributes = f' data-part="{part}"' if part else ""
-        if part and self.built is not None and part not in self.built:
-            attributes += ' opacity="0.25" stroke-dasharray="4 3"'
-        return attributes
+        return attributes + (' data-faint="true"' if self._faint(part) else "")
+
+    def _shape(self, part: str | None) -> str:
+        """The attributes of a shape of `part`: pale and dashed if it is not built yet."""
+        return ' opacity="0.3" stroke-dasharray="4 3"' if self._faint(part) else ""
+
+    def _ink(self, part: str | None) -> str:
+        return f' fill="{LABEL_INK}"' if self._faint(part) else ""
 
     def _stroke(self, part: str | None) -> tuple[str, str]:
         if part and part in self.highlight:
             return HIGHLIGHT, "3"
         return "#333333", "1.2"
+
+    def _lines(self, x: float, y: float, lines: Sequence[str], size: int, part: str | None) -> str:
+        """Lines of text centred on (x, y): the first at `size`, the others at SMALL."""
+        return "".join(
+            f'<text x="{_number(x)}" y="{_number(y + (i - (len(lines) - 1) / 2) * LINE + 5)}" '
+            f'text-anchor="middle" font-size="{size if i == 0 else SMALL}"{self._ink(part)}>'
+            f"{html.escape(line)}</text>"
+            for i, line in enumerate(lines)
+            if line
+        )
 
     def box(
         self,
@@ -83,30 +136,27 @@ class Canvas:
         lines: Sequence[str],
         kind: str,
         part: str | None = None,
+        size: int = TEXT,
     ) -> None:
-        """A block centred on (x, y) with one or two lines of text."""
+        """A block centred on (x, y) with a line or two of text (the first of `size`)."""
         stroke, stroke_width = self._stroke(part)
         left, top = x - width / 2, y - height / 2
-        text = "".join(
-            f'<text x="{_number(x)}" y="{_number(y + (i - (len(lines) - 1) / 2) * 14 + 4)}" '
-            f'text-anchor="middle" font-size="{12 if i == 0 else 10}">{html.escape(line)}</text>'
-            for i, line in enumerate(lines)
-        )
         self.items.append(
-            f"<g{self._style(part)}>"
+            f"<g{self._group(part)}>"
             f'<rect x="{_number(left)}" y="{_number(top)}" width="{_number(width)}" '
             f'height="{_number(height)}" rx="6" fill="{FILLS[kind]}" stroke="{stroke}" '
-            f'stroke-width="{stroke_width}"/>{text}</g>'
+            f'stroke-width="{stroke_width}"{self._shape(part)}/>'
+            f"{self._lines(x, y, lines, size, part)}</g>"
         )
 
     def circle(self, x: float, y: float, symbol: str, part: str | None = None) -> None:
-        """A small circle with a symbol in it (⊕: the residual addition)."""
+        """A small circle with a symbol in it (+: the residual addition)."""
         stroke, stroke_width = self._stroke(part)
         self.items.append(
-            f'<g{self._style(part)}><circle cx="{_number(x)}" cy="{_number(y)}" r="9" '
-            f'fill="#ffffff" stroke="{stroke}" stroke-width="{stroke_width}"/>'
+            f'<g{self._group(part)}><circle cx="{_number(x)}" cy="{_number(y)}" r="10" '
+            f'fill="#ffffff" stroke="{stroke}" stroke-width="{stroke_width}"{self._shape(part)}/>'
             f'<text x="{_number(x)}" y="{_number(y + 5)}" text-anchor="middle" '
-            f'font-size="14">{html.escape(symbol)}</text></g>'
+            f'font-size="{TEXT}"{self._ink(part)}>{html.escape(symbol)}</text></g>'
         )
 
     def frame(
@@ -114,13 +164,18 @@ class Canvas:
     ) -> None:
         """A rounded, grey frame around a stack of layers, with its repeat count beside it."""
         stroke, stroke_width = self._stroke(part)
+        label_svg = (
+            f'<text x="{_number(left - 8)}" y="{_number(top + height / 2 + 5)}" '
+            f'text-anchor="end" font-size="{TEXT}" font-weight="bold"{self._ink(part)}>'
+            f"{html.escape(label)}</text>"
+            if label
+            else ""
+        )
         self.items.append(
-            f"<g{self._style(part)}>"
+            f"<g{self._group(part)}>"
             f'<rect x="{_number(left)}" y="{_number(top)}" width="{_number(width)}" '
             f'height="{_number(height)}" rx="12" fill="#f7f7f7" stroke="{stroke}" '
-            f'stroke-width="{stroke_width}"/>'
-            f'<text x="{_number(left - 8)}" y="{_number(top + height / 2 + 5)}" '
-            f'text-anchor="end" font-size="14" font-weight="bold">{html.escape(label)}</text></g>'
+            f'stroke-width="{stroke_width}"{self._shape(part)}/>{label_svg}</g>'
         )
 
     def arrow(
@@ -134,20 +189,23 @@ class Canvas:
         """A polyline ending in an arrowhead, with an optional label beside its first segment."""
         stroke, stroke_width = self._stroke(part)
         path = " ".join(f"{_number(x)},{_number(y)}" for x, y in points)
-        dash = ' stroke-dasharray="5 4"' if dashed else ""
+        shape = self._shape(part)
+        if dashed and not shape:
+            shape = ' stroke-dasharray="5 4"'
         label_svg = ""
         if label:
             (x0, y0), (x1, y1) = points[0], points[1]
             mid_x, mid_y = (x0 + x1) / 2, (y0 + y1) / 2
             offset, anchor = (6, "start") if label_side == "right" else (-6, "end")
             label_svg = (
-                f'<text x="{_number(mid_x + offset)}" y="{_number(mid_y + 4)}" '
-                f'text-anchor="{anchor}" font-size="10" fill="#555555">{html.escape(label)}</text>'
+                f'<text x="{_number(mid_x + offset)}" y="{_number(mid_y + 5)}" '
+                f'text-anchor="{anchor}" font-size="{SMALL}" fill="{LABEL_INK}">'
+                f"{html.escape(label)}</text>"
             )
         self.items.append(
-            f"<g{self._style(part)}>"
+            f"<g{self._group(part)}>"
             f'<polyline points="{path}" fill="none" stroke="{stroke}" '
-            f'stroke-width="{stroke_width}"{dash} marker-end="url(#{{arrow}})"/>{label_svg}</g>'
+            f'stroke-width="{stroke_width}"{shape} marker-end="url(#{{arrow}})"/>{label_svg}</g>'
         )
 
     def cell(self, x: float, y: float, size: float, filled: bool) -> None:
@@ -163,15 +221,15 @@ class Canvas:
         x: float,
         y: float,
         words: str,
-        size: int = 12,
+        size: int = SMALL,
         anchor: str = "middle",
         part: str | None = None,
         bold: bool = False,
     ) -> None:
         weight = ' font-weight="bold"' if bold else ""
         self.items.append(
-            f'<text{self._style(part)} x="{_number(x)}" y="{_number(y)}" text-anchor="{anchor}" '
-            f'font-size="{size}"{weight}>{html.escape(words)}</text>'
+            f'<text{self._group(part)} x="{_number(x)}" y="{_number(y)}" text-anchor="{anchor}" '
+            f'font-size="{size}"{weight}{self._ink(part)}>{html.escape(words)}</text>'
         )
 
     def svg(self, title: str, description: str) -> str:
@@ -218,16 +276,18 @@ class Drawing:
 PARTS = ("attention", "residual", "feed_forward", "stacks", "embeddings", "positions", "output")
 
 # Figure 1's layout, in SVG units (y grows downwards); everything is placed from these.
-FIGURE_WIDTH = 760
-FIGURE_HEIGHT = 840  # a post-norm model's canvas, laid out from its bottom edge up
-ENCODER_X, DECODER_X = 230, 540  # the centre line of each stack's column
-SUBLAYER_WIDTH = 214  # a sub-layer's box; the frame around a layer is a little wider
-FRAME_WIDTH = 250
-COLUMN_WIDTH = 190  # the boxes outside the frames: embeddings, final LayerNorms, output layer
+# Across: the encoder's N, its frame, a gap for the memory's arrow, the decoder's frame, and on
+# the right the decoder's N and the link of the shared matrix with its words.
+FIGURE_WIDTH = 920
+ENCODER_X, DECODER_X = 254, 632  # the centre line of each stack's column
+SUBLAYER_WIDTH = 290  # a sub-layer's box; the frame around a layer is wider, for the residual path
+FRAME_WIDTH = 338
+COLUMN_WIDTH = 250  # the boxes outside the frames: embeddings, final LayerNorms, output layer
 TOKENS_MARGIN = 40  # under the inputs' line (a column's base): room for the tokens' words
 STACK_GAP = 10  # between the positional encoding's arrow and a stack's first sublayer
+LABELLED = 30  # the length of an arrow with a shape beside it: room for one line of SMALL text
 # How far each piece of one sublayer rises, bottom up (`_layer_stack` draws them).
-NORM_RISE, SUBLAYER_RISE, ADD_NORM_RISE, PLUS_RISE, LINK_RISE = 41, 40, 42, 30, 14
+NORM_RISE, SUBLAYER_RISE, ADD_NORM_RISE, PLUS_RISE, LINK_RISE = 44, 48, 44, 34, LABELLED
 SOURCE_LENGTH, TARGET_LENGTH = "S", "T"  # the length symbols of the shapes on the arrows
 
 
@@ -342,17 +402,17 @@ class _Column:
 
     @property
     def embedding(self) -> _Box:
-        return _Box(self.x, self.base - 34, COLUMN_WIDTH, 40)
+        return _Box(self.x, self.base - 51, COLUMN_WIDTH, 46)
 
     @property
     def encoding(self) -> _Box:
         """The positional encoding's box, above the embedding."""
-        return _Box(self.x, self.base - 90, COLUMN_WIDTH, 36)
+        return _Box(self.x, self.embedding.top - 46, COLUMN_WIDTH, 44)
 
     @property
     def inputs_top(self) -> float:
         """Where the arrow out of the positional encoding ends, inside the frame."""
-        return self.encoding.top - 18
+        return self.encoding.top - LABELLED
 
     @property
     def bottom(self) -> float:
@@ -374,7 +434,7 @@ class _Column:
     @property
     def end_norm(self) -> _Box:
         """The LayerNorm on top of the stack, when it has one (pre-norm does)."""
-        return _Box(self.x, self.top - 30, COLUMN_WIDTH, 28)
+        return _Box(self.x, self.top - 43, COLUMN_WIDTH, 30)
 
     @property
     def output(self) -> float:
@@ -404,9 +464,10 @@ def _columns(arch: Architecture) -> tuple[_Column, _Column]:
 
 def _canvas_height(arch: Architecture) -> int:
     """Tall enough for the figure, whose empty band on top is then cut off (Canvas.top)."""
-    final_norms = 2 * 56 if arch.final_norm else 0
-    pre_norm = 3 * 40 if arch.norm_first else 0
-    return FIGURE_HEIGHT + final_norms + pre_norm
+    post_norm = ADD_NORM_RISE + SUBLAYER_RISE + LINK_RISE
+    rise = post_norm + (NORM_RISE + PLUS_RISE - ADD_NORM_RISE if arch.norm_first else 0)
+    final_norm = 60 if arch.final_norm else 0
+    return TOKENS_MARGIN + 200 + 3 * rise + final_norm + 200  # the decoder's 3 sublayers
 
 
 def _feed_forward(arch: Architecture) -> str:
@@ -415,8 +476,8 @@ def _feed_forward(arch: Architecture) -> str:
 
 def _output_layer(decoder: _Column) -> tuple[_Box, _Box]:
     """The linear layer's box and the softmax's, above the decoder's output."""
-    linear = _Box(decoder.x, decoder.output - 38, COLUMN_WIDTH, 40)
-    return linear, _Box(decoder.x, decoder.output - 90, COLUMN_WIDTH, 30)
+    linear = _Box(decoder.x, decoder.output - LABELLED - 23, COLUMN_WIDTH, 46)
+    return linear, _Box(decoder.x, linear.top - 35, COLUMN_WIDTH, 30)
 
 
 def _stack_frames(canvas: Canvas, encoder: _Column, decoder: _Column, layers: int) -> None:
@@ -429,9 +490,9 @@ def _stack_frames(canvas: Canvas, encoder: _Column, decoder: _Column, layers: in
 def _embedding_column(canvas: Canvas, column: _Column, arch: Architecture) -> None:
     """A stack's inputs, bottom up: its tokens, their embedding, the positions added to it."""
     x, embedding, encoding = column.x, column.embedding, column.encoding
-    canvas.text(x, column.base + 24, column.tokens, 12)
+    canvas.text(x, column.base + 26, column.tokens, TEXT)
     canvas.arrow(
-        [(x, column.base + 8), (x, embedding.bottom + 2)],
+        [(x, column.base + 6), (x, embedding.bottom + 2)],
         label=f"(B, {column.length})",
         label_side=column.side,
     )
@@ -458,19 +519,19 @@ def _layer_stack(canvas: Canvas, column: _Column, d: int) -> dict[str, float]:
     for sublayer in column.sublayers:
         start, part = y, sublayer.part  # the residual path leaves from start
         if column.norm_first:
-            canvas.box(x, y - 17, width, 24, ["LayerNorm"], "norm", "residual")
-            canvas.arrow([(x, y - 29), (x, y - NORM_RISE)], part=part)
+            canvas.box(x, y - 16, width, 28, ["LayerNorm"], "norm", "residual")
+            canvas.arrow([(x, y - 30), (x, y - NORM_RISE)], part=part)
             y -= NORM_RISE
-        canvas.box(x, y - 22, width, 36, sublayer.lines, part, part)
-        where[sublayer.name] = y - 22
+        canvas.box(x, y - 25, width, 46, sublayer.lines, part, part)
+        where[sublayer.name] = y - 25
         y -= SUBLAYER_RISE
-        canvas.arrow([(x, y), (x, y - 12)], part="residual")
+        canvas.arrow([(x, y), (x, y - 14)], part="residual")
         if column.norm_first:
-            join, end = y - 21, x - 9
+            join, end = y - 24, x - 10
             canvas.circle(x, join, "+", "residual")
             y -= PLUS_RISE
         else:
-            join, end = y - 27, x - width / 2
+            join, end = y - 29, x - width / 2
             canvas.box(x, join, width, 30, ["Add & Norm"], "norm", "residual")
             y -= ADD_NORM_RISE
         side = x - width / 2 - 14
@@ -490,7 +551,7 @@ def _stacks(canvas: Canvas, encoder: _Column, decoder: _Column, arch: Architectu
     cross = _layer_stack(canvas, decoder, arch.d_model)["cross"]
     frame = decoder.frame
     label = f"× N = {arch.decoder_layers}"
-    canvas.text(frame.right + 10, frame.y, label, 14, "start", "stacks", bold=True)
+    canvas.text(frame.right + 10, frame.y + 5, label, TEXT, "start", "stacks", bold=True)
     if arch.final_norm:
         for column in (encoder, decoder):
             column.end_norm.draw(canvas, ["LayerNorm (end of stack)"], "norm", "residual")
@@ -501,18 +562,21 @@ def _stacks(canvas: Canvas, encoder: _Column, decoder: _Column, arch: Architectu
 
 
 def _memory(canvas: Canvas, encoder: _Column, decoder: _Column, cross: float, d: int) -> None:
-    """The encoder's output, routed between the frames into the decoder's attention at `cross`."""
-    route, out = (encoder.x + decoder.x) / 2, encoder.output
+    """The encoder's output, routed between the frames into the decoder's attention at `cross`.
+
+    Its label sits above the arrow's first turn, left of the gap it runs down: nothing crosses it.
+    """
+    route, out = (encoder.frame.right + decoder.frame.left) / 2, encoder.output
     path = [
         (encoder.x, out),
-        (encoder.x, out - 20),
-        (route, out - 20),
+        (encoder.x, out - 24),
+        (route, out - 24),
         (route, cross),
         (decoder.x - SUBLAYER_WIDTH / 2 - 1, cross),
     ]
     canvas.arrow(path, part="stacks")
     label = f"memory (B, {encoder.length}, {d}): keys and values"
-    canvas.text(route + 4, out - 26, label, 10, "middle", "stacks")
+    canvas.text(route - 8, out - 32, label, SMALL, "end", "stacks")
 
 
 def _output_column(canvas: Canvas, decoder: _Column, d: int) -> None:
@@ -524,10 +588,11 @@ def _output_column(canvas: Canvas, decoder: _Column, d: int) -> None:
     linear.draw(canvas, ["Linear", f"{d} × {vocab:,}"], "output", "output")
     canvas.arrow([(x, linear.top), (x, softmax.bottom + 1)], part="output")
     softmax.draw(canvas, ["Softmax"], "output", "output")
-    canvas.arrow(
-        [(x, softmax.top), (x, softmax.top - 20)],
+    canvas.arrow(  # its label to the left, over the encoder's side, where there is room
+        [(x, softmax.top), (x, softmax.top - LABELLED)],
         label=f"(B, {length}, {vocab:,}): next-token probabilities",
         part="output",
+        label_side="left",
     )
 
 
@@ -540,12 +605,12 @@ def _shared_matrices(canvas: Canvas, encoder: _Column, decoder: _Column, sharing
         path = [(target.right, target.y), (right, target.y)]
         path += [(right, linear.y), (linear.right, linear.y)]
         canvas.arrow(path, part="embeddings", dashed=True)
-        canvas.text(right + 6, target.y - 40, "same matrix", 10, "start", "embeddings")
+        canvas.text(right + 6, target.y - 40, "same matrix", SMALL, "start", "embeddings")
     if sharing == "all three":
         path = [(source.right, source.y), (target.left, target.y)]
         canvas.arrow(path, part="embeddings", dashed=True)
-        middle = (encoder.x + decoder.x) / 2
-        canvas.text(middle, source.y - 6, "same matrix", 10, "middle", "embeddings")
+        middle = (source.right + target.left) / 2
+        canvas.text(middle, source.y - 8, "same matrix", SMALL, "middle", "embeddings")
 
 
 def _architecture_words(arch: Architecture, marked: frozenset[str]) -> tuple[str, str]:
@@ -617,7 +682,7 @@ def architecture(
     _output_column(foreground, decoder, arch.d_model)
     _shared_matrices(foreground, encoder, decoder, arch.sharing)
     _, softmax = _output_layer(decoder)
-    top = softmax.top - 30  # just above the output's label: no empty space on top
+    top = softmax.top - LABELLED - 12  # just above the output's arrow: no empty band on top
     picture = Canvas(FIGURE_WIDTH, height, background.items + foreground.items, top=top)
     title, description = _architecture_words(arch, marked)
     return Drawing(picture.svg(title, description), title, description)
@@ -625,12 +690,25 @@ def architecture(
 
 # ---------------------------------------------------------------- attention as a flow (Figure 2)
 
+FLOW_STEP = 76  # from one box of a flow to the next: the box, and an arrow with a shape beside it
+
 
 def _shape(tensor: Tensor, names: Sequence[str]) -> str:
     """A tensor's shape with its axes named: (B 2, n 5, d_k 64)."""
     sizes = list(tensor.shape)
     names = list(names)[-len(sizes) :]
     return "(" + ", ".join(f"{n} {s}" for n, s in zip(names, sizes, strict=True)) + ")"
+
+
+def _flow_steps(canvas: Canvas, x: float, y: float, steps: list, shape: str) -> float:
+    """The boxes between attention's two MatMuls, bottom up from the first (centred on (x, y)),
+    the scores' shape on the left of each arrow. Returns where the second MatMul goes."""
+    for lines, kind in steps:
+        canvas.arrow([(x, y - 23), (x, y - 53)], label=shape, label_side="left")
+        y -= FLOW_STEP
+        canvas.box(x, y, 270, 46, lines, kind)
+    canvas.arrow([(x, y - 23), (x, y - 53)], label=shape + ": the weights", label_side="left")
+    return y - FLOW_STEP
 
 
 def attention_flow(
@@ -648,29 +726,33 @@ def attention_flow(
     q_names, k_names = [*lead, "n", "d_k"], [*lead, "m", "d_k"]
     v_names, s_names = [*lead, "m", "d_v"], [*lead, "n", "m"]
     d_k = query.size(-1)
-    canvas = Canvas(560, 520 if mask is not None else 460)
-    x, bottom = 280, canvas.height - 30
-    canvas.box(120, bottom, 150, 36, ["Q (queries)", _shape(query, q_names)], "tensor")
-    canvas.box(280, bottom, 150, 36, ["K (keys)", _shape(key, k_names)], "tensor")
-    canvas.box(440, bottom, 150, 36, ["V (values)", _shape(value, v_names)], "tensor")
-    y = bottom - 70
-    canvas.arrow([(120, bottom - 18), (120, y + 10), (x - 90, y + 10)])
-    canvas.arrow([(280, bottom - 18), (280, y + 18)])
-    canvas.box(x, y, 180, 36, ["MatMul: Q Kᵀ", "one score per query and key"], "operation")
     steps = [(["Scale: ÷ √d_k", f"√{d_k} = {d_k**0.5:.3g}"], "operation")]
     if mask is not None:
         steps.append((["Mask", "masked scores → −∞"], "operation"))
     steps.append((["Softmax over the keys", "each row sums to 1"], "operation"))
-    for lines, kind in steps:
-        canvas.arrow([(x, y - 18), (x, y - 42)], label=_shape(weights, s_names))
-        y -= 60
-        canvas.box(x, y, 180, 36, lines, kind)
-    canvas.arrow([(x, y - 18), (x, y - 42)], label=_shape(weights, s_names) + ": the weights")
-    y -= 60
-    canvas.arrow([(440, bottom - 18), (440, y), (x + 90, y)])
-    canvas.box(x, y, 180, 36, ["MatMul: weights · V", "a weighted sum of values"], "operation")
-    canvas.arrow([(x, y - 18), (x, y - 44)], label=_shape(output, [*lead, "n", "d_v"]) + ": output")
-    canvas.top = y - 54  # nothing above the output's arrow
+    inputs = [
+        ["Q (queries)", _shape(query, q_names)],
+        ["K (keys)", _shape(key, k_names)],
+        ["V (values)", _shape(value, v_names)],
+    ]
+    # Three inputs side by side, the flow rising from K's: its shapes on the left of its arrows.
+    width = max(190, max(_text_width(lines[1]) for lines in inputs) + 20)
+    q_x, spacing = 20 + width / 2, width + 24
+    x, v_x = q_x + spacing, q_x + 2 * spacing
+    canvas = Canvas(int(v_x + width / 2 + 20), 84 + FLOW_STEP * (len(steps) + 1) + 103)
+    bottom = canvas.height - 34
+    for i, lines in enumerate(inputs):
+        canvas.box(q_x + i * spacing, bottom, width, 46, lines, "tensor")
+    y = bottom - 84
+    canvas.arrow([(q_x, bottom - 23), (q_x, y + 10), (x - 135, y + 10)])
+    canvas.arrow([(x, bottom - 23), (x, y + 23)])
+    canvas.box(x, y, 270, 46, ["MatMul: Q Kᵀ", "one score per query and key"], "operation")
+    y = _flow_steps(canvas, x, y, steps, _shape(weights, s_names))
+    canvas.arrow([(v_x, bottom - 23), (v_x, y), (x + 135, y)])
+    canvas.box(x, y, 270, 46, ["MatMul: weights · V", "a weighted sum of values"], "operation")
+    output_shape = _shape(output, [*lead, "n", "d_v"]) + ": output"
+    canvas.arrow([(x, y - 23), (x, y - 57)], label=output_shape, label_side="left")
+    canvas.top = y - 69  # nothing above the output's arrow
     masked = (
         " A mask sets the scores of forbidden keys to minus infinity before the softmax."
         if (mask is not None)
@@ -687,51 +769,61 @@ def attention_flow(
     return Drawing(canvas.svg(title, description), title, description)
 
 
+def _flow_width(x: float, spacing: float, width: float, cards: float, label: str) -> int:
+    """The width of multi-head attention's drawing: its V column and label, or the heads' count."""
+    v_x = x + spacing
+    count = x + cards / 2 + 12 + 14 + _text_width("× h = 00", TEXT, 0.66)
+    return int(max(v_x + width / 2 + 20, v_x + 6 + _text_width(label) + 10, count + 10))
+
+
+def _heads(canvas: Canvas, x: float, y: float, width: float, lines: Sequence[str], h: int) -> None:
+    """The h heads: cards stacked behind each other, the front one centred on (x, y)."""
+    for offset in (12, 6):
+        canvas.box(x + offset, y - offset, width, 56, [""], "attention")
+    canvas.box(x, y, width, 56, lines, "attention")
+    canvas.text(x + width / 2 + 26, y - 6, f"× h = {h}", TEXT, "start", bold=True)
+
+
 def multi_head_flow(module: MultiHeadAttention, length: int = 10) -> Drawing:
     """Multi-head attention (section 3.2.2) drawn from a module's own sizes and weights."""
     h, d_model, d_k, d_v = module.h, module.d_model, module.d_k, module.d_v
     q_out, q_in = module.w_q.weight.shape
     o_out, o_in = module.w_o.weight.shape
-    canvas = Canvas(600, 560)
-    bottom = canvas.height - 30
-    for x, name in ((130, "Q"), (300, "K"), (470, "V")):
-        canvas.box(x, bottom, 130, 34, [f"{name} input", f"(B, {length}, {d_model})"], "tensor")
-        canvas.arrow([(x, bottom - 17), (x, bottom - 45)])
-        width = d_k if name != "V" else d_v
-        canvas.box(
-            x, bottom - 70, 130, 40, [f"Linear W^{name}", f"{q_in} → {h} × {width}"], "operation"
+    widths = {"Q": d_k, "K": d_k, "V": d_v}
+    inputs = {
+        name: (
+            [f"{name} input", f"(B, {length}, {d_model})"],
+            [f"Linear W^{name}", f"{q_in} → {h} × {w}"],
         )
-        canvas.arrow(
-            [(x, bottom - 90), (x, bottom - 140), (300 + (x - 300) // 3, bottom - 171)],
-            label=f"(B, {h}, {length}, {width})",
-        )
-    # h heads side by side: cards stacked behind each other.
-    for offset in (12, 6):
-        canvas.box(300 + offset, bottom - 196 - offset, 260, 50, [""], "attention")
-    canvas.box(
-        300,
-        bottom - 196,
-        260,
-        50,
-        ["Scaled dot-product attention", f"{h} heads at once, each on its d_k = {d_k}"],
-        "attention",
+        for name, w in widths.items()
+    }
+    labels = {name: f"(B, {h}, {length}, {w})" for name, w in widths.items()}
+    # The three inputs side by side, each shape on the right of its arrow, clear of the next one.
+    width = max(
+        170, *(_text_width(line) + 20 for pair in inputs.values() for b in pair for line in b)
     )
-    canvas.text(445, bottom - 230, f"× h = {h}", 14, "start", bold=True)
-    canvas.arrow([(300, bottom - 221), (300, bottom - 262)], label=f"(B, {h}, {length}, {d_v})")
-    canvas.box(
-        300,
-        bottom - 282,
-        260,
-        36,
-        ["Concat the heads", f"(B, {length}, {h} × {d_v} = {o_in})"],
-        "operation",
-    )
-    canvas.arrow([(300, bottom - 300), (300, bottom - 330)])
-    canvas.box(300, bottom - 352, 260, 40, ["Linear W^O", f"{o_in} → {o_out}"], "operation")
-    canvas.arrow(
-        [(300, bottom - 372), (300, bottom - 410)], label=f"(B, {length}, {o_out}): output"
-    )
-    canvas.top = bottom - 430  # nothing above the output's arrow
+    spacing = max(width + 30, *(_text_width(label) + 16 for label in labels.values()))
+    heads = ["Scaled dot-product attention", f"{h} heads at once, each on its d_k = {d_k}"]
+    cards = max(300, _text_width(heads[1]) + 24)
+    q_x = 20 + width / 2
+    x = q_x + spacing
+    canvas = Canvas(_flow_width(x, spacing, width, cards, labels["V"]), 492)
+    bottom = canvas.height - 34
+    for i, (name, (tensor, linear)) in enumerate(inputs.items()):
+        column = q_x + i * spacing
+        canvas.box(column, bottom, width, 46, tensor, "tensor")
+        canvas.arrow([(column, bottom - 23), (column, bottom - 53)])
+        canvas.box(column, bottom - 76, width, 46, linear, "operation")
+        end = (x + (column - x) / 3, bottom - 180)  # into the heads, a third of the way across
+        canvas.arrow([(column, bottom - 99), (column, bottom - 149), end], label=labels[name])
+    _heads(canvas, x, bottom - 208, cards, heads, h)
+    canvas.arrow([(x, bottom - 248), (x, bottom - 290)], label=f"(B, {h}, {length}, {d_v})")
+    lines = ["Concat the heads", f"(B, {length}, {h} × {d_v} = {o_in})"]
+    canvas.box(x, bottom - 313, cards, 46, lines, "operation")
+    canvas.arrow([(x, bottom - 336), (x, bottom - 366)])
+    canvas.box(x, bottom - 389, cards, 46, ["Linear W^O", f"{o_in} → {o_out}"], "operation")
+    canvas.arrow([(x, bottom - 412), (x, bottom - 446)], label=f"(B, {length}, {o_out}): output")
+    canvas.top = bottom - 458  # nothing above the output's arrow
     title = f"Multi-head attention with h = {h} heads of d_k = {d_k}"
     description = (
         f"Queries, keys and values of shape (B, {length}, {d_model}) each pass through their own "
@@ -744,16 +836,44 @@ def multi_head_flow(module: MultiHeadAttention, length: int = 10) -> Drawing:
 
 # ---------------------------------------------------------------- teacher forcing (chapter 3)
 
-CELL = 46  # the side of one token's cell in the grid drawings
+CELL = 52  # the side of one token's cell in the grid drawings, wider for longer words
+
+
+def _cell_size(words: Sequence[str]) -> float:
+    """A cell wide enough for the longest of the words, with the gap between two cells."""
+    return max(CELL, *(max(_text_width(word, TEXT), _ink_width(word, TEXT)) + 24 for word in words))
 
 
 def _token_row(
-    canvas: Canvas, left: float, y: float, words: Sequence[str], kind: str, label: str
+    canvas: Canvas, left: float, y: float, words: Sequence[str], kind: str, label: str, cell: float
 ) -> None:
     """One row of token cells, left to right, with its label on the left."""
-    canvas.text(left - 10, y + 4, label, 11, "end")
+    canvas.text(left - 12, y + 5, label, SMALL, "end")
     for i, word in enumerate(words):
-        canvas.box(left + CELL * i + CELL / 2, y, CELL - 4, 28, [word], kind)
+        canvas.box(left + cell * i + cell / 2, y, cell - 12, 32, [word], kind)
+
+
+def _mask_grid(
+    canvas: Canvas, left: float, top: float, words: Sequence[str], mask: list, cell: float
+) -> None:
+    """The target mask, row i the inputs position i may see, with the word it must predict."""
+    length = len(mask)
+    canvas.text(left - 12, top + 18, "tgt_mask: which inputs", SMALL, "end")
+    canvas.text(left - 12, top + 36, "each position sees", SMALL, "end")
+    for i in range(length):
+        y = top + cell * i + cell / 2
+        for j in range(length):
+            visible = bool(mask[i][j])
+            kind = "attention" if visible else "tensor"
+            canvas.box(
+                left + cell * j + cell / 2,
+                y,
+                cell - 6,
+                cell - 6,
+                [words[j] if visible else "×"],
+                kind,
+            )
+        canvas.text(left + cell * length + 8, y + 5, f"→ {words[i + 1]}", SMALL, "start")
 
 
 def teacher_forcing(batch, words: Sequence[str], row: int = 0) -> Drawing:
@@ -770,36 +890,22 @@ def teacher_forcing(batch, words: Sequence[str], row: int = 0) -> Drawing:
         raise ValueError(
             f"give one word per target token: {length + 1} (<s> and {length} more), got {len(words)}"
         )
-    left, top = 190, 40
-    canvas = Canvas(int(left + CELL * (length + 1) + 30), int(top + 190 + CELL * length))
-    _token_row(canvas, left, top + 10, words, "embedding", "target")
-    _token_row(canvas, left, top + 70, words[:-1], "tensor", "decoder input tgt_in")
-    _token_row(canvas, left, top + 130, words[1:], "output", "must predict tgt_out")
+    cell, left, top = _cell_size(words), 220, 30
+    ends = max(_text_width(f"→ {word}") for word in words)
+    canvas = Canvas(int(left + cell * (length + 1) + max(ends - cell, 0) + 30), 0)
+    rows = top + 16, top + 86, top + 156  # the target, the decoder's input, what it must predict
+    _token_row(canvas, left, rows[0], words, "embedding", "target", cell)
+    _token_row(canvas, left, rows[1], words[:-1], "tensor", "decoder input tgt_in", cell)
+    _token_row(canvas, left, rows[2], words[1:], "output", "must predict tgt_out", cell)
     for i in range(length):
-        x = left + CELL * i + CELL / 2
-        canvas.arrow([(x, top + 25), (x, top + 54)])  # the input: the target without its last
-        canvas.arrow([(x + CELL, top + 25), (x + 4, top + 114)], dashed=True)  # the shift
-    grid_top = top + 180
-    canvas.text(left - 10, grid_top + 12, "tgt_mask: which inputs", 11, "end")
-    canvas.text(left - 10, grid_top + 26, "each position sees", 11, "end")
-    for i in range(length):
-        for j in range(length):
-            visible = bool(mask[i][j])
-            canvas.box(
-                left + CELL * j + CELL / 2,
-                grid_top + CELL * i + CELL / 2,
-                CELL - 4,
-                CELL - 4,
-                [words[j] if visible else "×"],
-                "attention" if visible else "tensor",
-            )
-        canvas.text(
-            left + CELL * length + 8,
-            grid_top + CELL * i + CELL / 2 + 4,
-            f"→ {words[i + 1]}",
-            11,
-            "start",
-        )
+        x = left + cell * i + cell / 2
+        canvas.arrow([(x, rows[0] + 16), (x, rows[1] - 16)])  # the input: the target but its last
+        gap = x + cell / 2  # the shift runs down the gap between two inputs
+        shift = [(x + cell - 6, rows[0] + 16), (gap, rows[1] - 20), (gap, rows[1] + 20)]
+        canvas.arrow([*shift, (x + 6, rows[2] - 16)], dashed=True)
+    grid_top = rows[2] + 46
+    _mask_grid(canvas, left, grid_top, words, mask, cell)
+    canvas.height = int(grid_top + cell * length + 16)
     title = f"Teacher forcing: one target sentence of {length + 1} tokens as a training example"
     description = (
         f"The target ({' '.join(words)}) is cut into the decoder's input, every token but the "
@@ -816,15 +922,28 @@ def teacher_forcing(batch, words: Sequence[str], row: int = 0) -> Drawing:
 
 
 def _decoding_key(canvas: Canvas, left: float, y: float, cached: bool) -> None:
-    """The key below the decoding steps: what each colour of box means."""
-    canvas.box(left + 20, y, 36, 20, [""], "feed_forward")
-    canvas.text(left + 44, y + 4, "computed at this step", 11, "start")
-    canvas.box(left + 220, y, 36, 20, [""], "output")
-    canvas.text(left + 244, y + 4, "chosen: the most probable next token", 11, "start")
+    """The key below the decoding steps: what each colour of box means, one a line."""
+    keys = [
+        ("feed_forward", "computed at this step"),
+        ("output", "chosen: the most probable next token"),
+    ]
     if cached:
-        canvas.box(left + 20, y + 24, 36, 20, [""], "positions")
-        canvas.text(left + 44, y + 28, "keys and values read from the cache", 11, "start")
-        canvas.height += 24
+        keys.append(("positions", "keys and values read from the cache"))
+    for i, (kind, words) in enumerate(keys):
+        canvas.box(left + 18, y + 26 * i, 36, 20, [""], kind)
+        canvas.text(left + 46, y + 26 * i + 5, words, SMALL, "start")
+    canvas.height = int(y + 26 * len(keys))
+
+
+def _decoding_masks(canvas: Canvas, x: float, y: float, t: int, cached: bool) -> None:
+    """The mask the decoder's self-attention applies at step t, as the code builds it, its top
+    left corner at (x, y): chapter 1's subsequent mask over the prefix, or, with the cache, one
+    query that may look at every position so far."""
+    mask = torch.ones(1, t + 1, dtype=torch.bool) if cached else subsequent_mask(t + 1)[0]
+    size = min(8.0, 32 / (t + 1))
+    for i, row in enumerate(mask.tolist()):
+        for j, visible in enumerate(row):
+            canvas.cell(x + size * j, y + size * i, size, visible)
 
 
 def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Drawing:
@@ -835,34 +954,30 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
     with one (chapter 6) only the newest position is computed and the earlier ones' keys and
     values are read from the cache. `output` is the decoder's own output, ending with </s>.
     """
-    steps = len(output)
-    left, top = 110, 46
-    masks_x = left + CELL * (steps + 1) + 40  # the column of mask drawings on the right
-    canvas = Canvas(int(max(masks_x + 120, left + 500)), int(top + 40 * steps + 60))
-    canvas.text(masks_x, top - 20, "self-attention mask", 11, "start")
-    canvas.text(masks_x, top - 7, "(rows: queries computed)", 10, "start")
+    steps, left, top, pitch = len(output), 80, 56, 44
+    # Cells as wide as the longest word, narrower (to the words' width) if the row is long.
+    room = (MAX_WIDTH - left - 24 - 30 - 52) / (steps + 1)
+    widest = max(max(_text_width(w, TEXT), _ink_width(w, TEXT)) for w in [bos, *output]) + 8
+    cell = max(widest, min(_cell_size([bos, *output]), room))
+    masks_x = left + cell * (steps + 1) + 24 + 30  # the column of mask drawings on the right
+    canvas = Canvas(int(max(masks_x + 52, left + 400)), 0)
+    canvas.text(canvas.width - 10, top - 34, "self-attention mask", SMALL, "end")
+    canvas.text(canvas.width - 10, top - 16, "(rows: queries computed)", SMALL, "end")
     computed, reused = 0, 0
     for t in range(steps):
-        # The mask the decoder's self-attention applies at this step, as the code builds it:
-        # chapter 1's subsequent mask over the prefix, or, with the cache, one query that may
-        # look at every position so far.
-        mask = torch.ones(1, t + 1, dtype=torch.bool) if cached else subsequent_mask(t + 1)[0]
-        size = min(8.0, 34 / (t + 1))
-        for i, row in enumerate(mask.tolist()):
-            for j, visible in enumerate(row):
-                canvas.cell(masks_x + size * j, top + 40 * t - 2 + size * i, size, visible)
-        y = top + 40 * t + 14
-        canvas.text(left - 12, y + 4, f"step {t + 1}", 11, "end")
+        y = top + pitch * t + 16
+        _decoding_masks(canvas, masks_x, y - 16, t, cached)
+        canvas.text(left - 12, y + 5, f"step {t + 1}", SMALL, "end")
         prefix = [bos, *output[:t]]
         for i, word in enumerate(prefix):
             from_cache = cached and i < t
             kind = "positions" if from_cache else "feed_forward"
-            canvas.box(left + CELL * i + CELL / 2, y, CELL - 4, 28, [word], kind)
+            canvas.box(left + cell * i + cell / 2, y, cell - 6, 32, [word], kind)
             reused, computed = reused + from_cache, computed + (not from_cache)
-        end = left + CELL * len(prefix)
-        canvas.arrow([(end, y), (end + 22, y)])
-        canvas.box(end + 22 + CELL / 2, y, CELL - 4, 28, [output[t]], "output")
-    _decoding_key(canvas, left, top + 40 * steps + 26, cached)
+        end = left + cell * len(prefix)
+        canvas.arrow([(end - 3, y), (end + 25, y)])
+        canvas.box(end + 24 + cell / 2, y, cell - 6, 32, [output[t]], "output")
+    _decoding_key(canvas, left, top + pitch * steps + 20, cached)
     how = "with a key/value cache" if cached else "recomputing the prefix"
     title = f"Greedy decoding {how}: {steps} steps, one token each"
     description = (
@@ -889,20 +1004,77 @@ def decoding_steps(output: Sequence[str], cached: bool, bos: str = "<s>") -> Dra
 # ---------------------------------------------------------------- beam search as a tree (chapter 6)
 
 
+BEAM_LEFT, BEAM_PITCH = 76, 78  # room for the steps' names; from one step's row to the next
+BEAM_SPACING = 70, 118  # the least and the most room across for one candidate's box
+
+
+def _beam_columns(rows: int) -> tuple[int, float]:
+    """How many of a step's candidates fit across the column, and the room each has."""
+    room = MAX_WIDTH - BEAM_LEFT - 10
+    least, most = BEAM_SPACING
+    if rows * least <= room:
+        return rows, min(most, room / rows)
+    return int(room // least), float(least)
+
+
+def _fit(word: str, width: float, spacing: float) -> str:
+    """A word cut, with an ellipsis, to fit its box's width and to keep clear of its neighbours
+    at the layout's 0.6 em a character (the text alternative has it whole)."""
+    cut = word
+    while len(cut) > 1 and (_ink_width(cut) > width - 8 or _text_width(cut) > spacing - 2):
+        cut = cut[:-2] + "…"
+    return cut
+
+
+def _wrap(words: str, width: float) -> list[str]:
+    """Lines of SMALL text no wider than `width`, broken between words."""
+    chars, lines, line = max(int(width // _text_width("x")), 10), [], ""
+    for word in words.split(" "):
+        if line and len(line) + 1 + len(word) > chars:
+            lines, line = [*lines, line], word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line]
+
+
 def _beam_node(
     canvas: Canvas,
     candidate: BeamCandidate,
-    start: tuple[float, float],
+    start: tuple[float, float] | None,
     centre: tuple[float, float],
     word: str,
     winner: bool,
+    width: float,
 ) -> None:
-    """One candidate of the tree: an arrow from its hypothesis, and its box, coloured by its fate."""
+    """One candidate of the tree: an arrow down from its hypothesis (when that is drawn), and its
+    box, coloured by its fate."""
     status = "finished" if candidate.finished else "dropped" if candidate.kept is None else "kept"
     (x, y), fill = centre, {"kept": "attention", "finished": "output", "dropped": "tensor"}
-    canvas.arrow([start, (x - 44, y)], part=status)
+    if start is not None:
+        canvas.arrow([start, (x, y - 22)], part=status)
     lines = [word, f"{candidate.score:.2f}"]
-    canvas.box(x, y, 88, 34, lines, fill[status], "winner" if winner else status)
+    canvas.box(x, y, width, 40, lines, fill[status], "winner" if winner else status, SMALL)
+
+
+def _beam_rows(canvas: Canvas, trace, words, winners, shown: int, spacing: float) -> float:
+    """The tree, top down: <s>, then one row per step, best candidate first. Returns its bottom."""
+    xs = [BEAM_LEFT + spacing * rank + spacing / 2 for rank in range(shown)]
+    y = 30
+    canvas.box((xs[0] + xs[-1]) / 2, y, 60, 32, ["<s>"], "tensor")
+    beam_ends = {0: ((xs[0] + xs[-1]) / 2, y + 16)}  # beam position -> the bottom of its node
+    for s, step in enumerate(trace):
+        y += BEAM_PITCH
+        canvas.text(BEAM_LEFT - 12, y + 5, f"step {s + 1}", SMALL, "end")
+        next_ends = {}
+        for rank, c in enumerate(step[:shown]):
+            word = _fit(words[c.tokens[-1]], spacing - 6, spacing)
+            winner = c in winners.values()
+            start = beam_ends.get(c.parent)
+            _beam_node(canvas, c, start, (xs[rank], y), word, winner, spacing - 6)
+            if c.kept is not None:
+                next_ends[c.kept] = (xs[rank], y + 20)
+        beam_ends = next_ends
+    return y + 20
 
 
 def beam_tree(
@@ -912,46 +1084,41 @@ def beam_tree(
 ) -> Drawing:
     """A traced beam search (chapter 6's `beam_search(trace=...)`) drawn as a tree, step by step.
 
-    Each column is a step; in it the 2k best extensions of the beam, best first, each with its
-    word and the sum of log-probabilities so far. Those that continue are kept (orange), those
-    that end with </s> within the best k are set aside as finished candidates (purple), the rest
-    are dropped (grey), an extension ending with </s> below the best k included.
-    The finished candidate each length penalty alpha would choose (chapter 6's `beam_winner`) is
-    outlined in red.
+    The tree grows downwards, one row a step; in each row the 2k best extensions of the beam,
+    best first (left), each with its word and the sum of log-probabilities so far. Those that
+    continue are kept (orange), those that end with </s> within the best k are set aside as
+    finished candidates (purple), the rest are dropped (grey), an extension ending with </s> below
+    the best k included. The finished candidate each length penalty alpha would choose (chapter
+    6's `beam_winner`) is outlined in red. A beam too wide for the page draws each step's best.
     """
     winners = {alpha: beam_winner(trace, alpha) for alpha in alphas}
     rows = max(len(step) for step in trace)
-    left, column, row_height, top = 70, 112, 44, 50
+    shown, spacing = _beam_columns(rows)
     canvas = Canvas(
-        int(left + column * len(trace) + 60),
-        int(90 + row_height * rows + 30 * len(alphas)),
+        int(BEAM_LEFT + spacing * shown + 10),
+        0,
         built=frozenset({"kept", "finished", "winner"}),  # the dropped ones drawn faintly
         highlight=frozenset({"winner"}),
     )
-    canvas.box(left - 30, top + row_height / 2, 44, 28, ["<s>"], "tensor")
-    beam_ends = {0: (left - 8, top + row_height / 2)}  # beam position -> where its node ends
-    for s, step in enumerate(trace):
-        x = left + column * s + column / 2 + 10
-        canvas.text(x, top - 18, f"step {s + 1}", 11)
-        next_ends = {}
-        for rank, c in enumerate(step):
-            y = top + row_height * rank + row_height / 2
-            winner = c in winners.values()
-            _beam_node(canvas, c, beam_ends[c.parent], (x, y), words[c.tokens[-1]], winner)
-            if c.kept is not None:
-                next_ends[c.kept] = (x + 44, y)
-        beam_ends = next_ends
+    y = _beam_rows(canvas, trace, words, winners, shown, spacing) + 14
     lines = [
         f"α = {alpha:g}: best finished candidate “{' '.join(words[t] for t in w.tokens)}”"
         for alpha, w in winners.items()
     ]
-    for i, line in enumerate(lines):
-        canvas.text(left - 30, top + row_height * rows + 24 + 26 * i, line, 12, "start")
+    notes = [f"Drawn: the best {shown} of each step's {rows} candidates."] if shown < rows else []
+    for line in notes + lines:  # a line too long for the page goes on, indented, below
+        first, *more = _wrap(line, canvas.width - 30)
+        more = _wrap(" ".join(more), canvas.width - 50) if more else []
+        for indent, part in [(20, first)] + [(40, part) for part in more]:
+            y += 20
+            canvas.text(indent, y, part, SMALL, "start")
+    canvas.height = int(y + 12)
     beam, finished = rows // 2, sum(c.finished for step in trace for c in step)
     title = f"Beam search as a tree: {len(trace)} steps, beam of {beam}"
     description = (
-        f"Each column is a step of the search; in it the {2 * beam} best extensions of the "
-        "hypotheses in the beam, best first, with their word and summed log-probability. Orange "
+        f"Each row is a step of the search, from the top; in it the {2 * beam} best extensions of "
+        "the hypotheses in the beam, best first from the left, with their word and summed "
+        "log-probability, and an arrow from the hypothesis each extends. Orange "
         f"ones stay in the beam; purple ones end with </s> among the best {beam} and are set "
         f"aside as finished candidates; faint ones are dropped, an extension ending with </s> "
         f"below the best {beam} too. {finished} candidates finished. " + "; ".join(lines) + "."
