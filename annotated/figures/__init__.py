@@ -114,15 +114,62 @@ def use_book_charts() -> None:
     alt.data_transformers.enable("default", max_rows=MAX_ROWS)
 
 
+# What the bundle exposes: vega-embed (which carries vega and vega-lite), wrapped so that a chart
+# fits the box it is drawn in. A composition of side-by-side panels wider than its box is drawn
+# again with its panels stacked (the outermost `hconcat` first, then the ones inside it), or a
+# grid of panels (a facet or concat with `columns`) with one column fewer, until it fits (at most
+# six times); what is still too wide (a single wide panel, or most charts on a phone) scrolls in
+# its box. When a chart is drawn, its box gets an "annotated-chart-drawn" event (the site's
+# book.js puts a "scroll sideways" cue above a box that scrolls).
+_FITTING_EMBED = """\
+function annotatedStacked(spec) {
+  var copy = JSON.parse(JSON.stringify(spec)), queue = [copy];
+  while (queue.length) {
+    var node = queue.shift();
+    if (node.hconcat) {
+      node.vconcat = node.hconcat;
+      delete node.hconcat;
+      return copy;
+    }
+    if (node.columns > 1) {
+      node.columns -= 1;
+      return copy;
+    }
+    (node.vconcat || node.concat || node.layer || []).forEach(function (part) { queue.push(part); });
+  }
+  return null;
+}
+function annotatedEmbed(target, spec, options) {
+  var box = typeof target === "string" ? document.querySelector(target) : target;
+  function draw(current, tries) {
+    return vegaEmbed(target, current, options).then(function (result) {
+      var drawn = box.querySelector("svg, canvas"), room = box.clientWidth;
+      var next = tries < 6 && room > 0 && drawn && drawn.getBoundingClientRect().width > room + 1
+        ? annotatedStacked(current) : null;
+      if (next) {
+        result.finalize();
+        return draw(next, tries + 1);
+      }
+      box.dispatchEvent(new CustomEvent("annotated-chart-drawn", {bubbles: true}));
+      return result;
+    });
+  }
+  return draw(spec, 0);
+}
+window.annotatedVega = {vegaEmbed: annotatedEmbed};"""
+
+
+def vega_snippet() -> str:
+    """The script the bundle is made from: vega-embed, wrapped to fit charts to their boxes."""
+    return _FITTING_EMBED
+
+
 def vega_bundle() -> str:
     """vega, vega-lite and vega-embed in one script whose only global is `annotatedVega.vegaEmbed`."""
     import vl_convert
 
     vl_version = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    snippet = (
-        "window.annotatedVega = {vegaEmbed: vegaEmbed};"  # vega-embed carries vega and vega-lite
-    )
-    body = vl_convert.javascript_bundle(snippet=snippet, vl_version=vl_version)
+    body = vl_convert.javascript_bundle(snippet=vega_snippet(), vl_version=vl_version)
     # The bundle declares hundreds of top-level names; a function scope keeps them off `window`.
     return f"/* vega + vega-lite {vl_version} + vega-embed, bundled by vl-convert */\n(function () {{\n{body}\n}})();\n"
 

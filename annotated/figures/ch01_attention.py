@@ -33,7 +33,12 @@ def _cells(matrix: Tensor, rows: list[str], columns: list[str], **extra) -> pd.D
 def number_heatmap(
     frame: pd.DataFrame, title: str, x_title: str, y_title: str, width: int = 150
 ) -> alt.LayerChart:
-    """A heatmap of a long table (row, column, value) with each cell's number written in it."""
+    """A heatmap of a long table (row, column, value) with each cell's number written in it.
+
+    Its colour scale spans its own values: put several side by side with
+    `.resolve_scale(color="independent")`, or Vega-Lite unions their scales and the numbers'
+    black-or-white choice, made from this panel's values, no longer matches the shading.
+    """
     rows, columns = list(dict.fromkeys(frame["row"])), list(dict.fromkeys(frame["column"]))
     base = alt.Chart(frame).encode(
         x=alt.X("column:N", sort=columns, title=x_title, axis=alt.Axis(labelAngle=-40)),
@@ -48,10 +53,12 @@ def number_heatmap(
             "value:Q", scale=alt.Scale(scheme="blues", domain=[low, high]), legend=None
         ),
     )
-    numbers = base.mark_text(fontSize=11).encode(  # white on the darkest cells
+    # Black on the light cells, white on the dark ones. The "blues" scheme is 74% of the way to its
+    # darkest where black and white read equally well on it (4.6:1 each, WCAG's AA asks 4.5).
+    numbers = base.mark_text(fontSize=11).encode(
         text=alt.Text("value:Q", format=".2f"),
         color=alt.condition(
-            f"datum.value > {low + 0.6 * (high - low):.3g}", alt.value("white"), alt.value("black")
+            f"datum.value > {low + 0.74 * (high - low):.3g}", alt.value("white"), alt.value("black")
         ),
     )
     return (cells + numbers).properties(width=width, height=22 * len(rows), title=title)
@@ -74,13 +81,19 @@ def vectors_chart(
     q, k, v = query[:, : len(features)], key[:, : len(features)], value[:, : len(contents)]
     features, contents = list(features), list(contents)
     wide = max(150, 40 * len(features))  # room for each number
-    return alt.hconcat(
-        number_heatmap(
-            _cells(q, words, features), "queries Q: what a word looks for", "", "word", wide
-        ),
-        number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", "", wide),
-        number_heatmap(_cells(v, words, contents), "values V: what it hands over", "", "", wide),
-    ).properties(title=title)
+    return (
+        alt.hconcat(
+            number_heatmap(
+                _cells(q, words, features), "queries Q: what a word looks for", "", "word", wide
+            ),
+            number_heatmap(_cells(k, words, features), "keys K: what a word offers", "", "", wide),
+            number_heatmap(
+                _cells(v, words, contents), "values V: what it hands over", "", "", wide
+            ),
+        )
+        .resolve_scale(color="independent")
+        .properties(title=title)
+    )
 
 
 def one_query_steps(
@@ -146,11 +159,17 @@ def all_queries_chart(
     labels = [f"{j + 1} {w}" for j, w in enumerate(words)]
     size = 28 * len(words) + 2
     shown = output[:, : len(contents)]
-    return alt.hconcat(
-        number_heatmap(_cells(scaled, words, labels), "Q Kᵀ / √d_k", "key", "query", size),
-        number_heatmap(_cells(weights, words, labels), "softmax, row by row", "key", "", size),
-        number_heatmap(_cells(shown, words, list(contents)), "weights · V = output", "", "", 120),
-    ).properties(title=f"All {len(words)} queries at once: three matrix operations")
+    return (
+        alt.hconcat(
+            number_heatmap(_cells(scaled, words, labels), "Q Kᵀ / √d_k", "key", "query", size),
+            number_heatmap(_cells(weights, words, labels), "softmax, row by row", "key", "", size),
+            number_heatmap(
+                _cells(shown, words, list(contents)), "weights · V = output", "", "", 120
+            ),
+        )
+        .resolve_scale(color="independent")
+        .properties(title=f"All {len(words)} queries at once: three matrix operations")
+    )
 
 
 def saturation_chart(frame: pd.DataFrame) -> alt.VConcatChart:
@@ -228,6 +247,8 @@ def heads_chart(words: list[str], heads: list[tuple[str, Tensor]]) -> alt.HConca
         number_heatmap(_cells(weights, words, labels), name, "key", "query" if i == 0 else "", 170)
         for i, (name, weights) in enumerate(heads)
     ]
-    return alt.hconcat(*panels).properties(
-        title="Two heads, two patterns: each head has its own queries and keys"
+    return (
+        alt.hconcat(*panels)
+        .resolve_scale(color="independent")
+        .properties(title="Two heads, two patterns: each head has its own queries and keys")
     )

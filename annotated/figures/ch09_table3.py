@@ -174,7 +174,11 @@ def price_chart(lines: list[dict], costs: dict) -> alt.LayerChart:
             tooltip=["line", "cost of a step", BLEU, "val PPL"],
         )
     )
-    labels = points.mark_text(align="left", dx=6, fontSize=10).encode(text="line:N")
+    # The names in black: the row's colour identifies the point, and several of the row colours
+    # (orange, yellow, teal) are too light to read as text on white.
+    labels = points.mark_text(align="left", dx=6, fontSize=10).encode(
+        text="line:N", color=alt.value("black")
+    )
     return (points + labels).properties(
         width=520,
         height=320,
