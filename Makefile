@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
+.PHONY: help setup lock book site pdf serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
@@ -51,6 +51,10 @@ book: $(STAMP)  ## set up, re-execute the notebooks whose chapter changed, build
 
 site: $(STAMP)  ## build the HTML site in _build/html from the saved notebooks (executes nothing)
 	$(PY) site/booksite.py
+
+# Chromium prints the site as one page (site/bookpdf.py); it needs `make browser` once.
+pdf: $(STAMP)  ## the whole book as one PDF in _build/pdf/ (headless Chromium prints it; the site then links it)
+	$(PY) site/bookpdf.py
 
 serve: site  ## serve _build/html on http://127.0.0.1:8000 for a look in a browser
 	$(PY) -m http.server --bind 127.0.0.1 --directory _build/html 8000
@@ -94,8 +98,8 @@ test: $(STAMP) browser  ## unit tests, the site in a browser, nbval on every not
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
 	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) -p no:cacheprovider
 
-unit: $(STAMP)  ## unit tests only (fast; the site's browser tests are left out)
-	$(PY) -m pytest tests --ignore tests/test_site.py
+unit: $(STAMP)  ## unit tests only (fast; the browser tests of the site and the PDF are left out)
+	$(PY) -m pytest tests --ignore tests/test_site.py --ignore tests/test_site_layout.py --ignore tests/test_pdf.py
 
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)

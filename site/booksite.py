@@ -21,6 +21,7 @@ the navigation, on the landing page and in the browser test without any change h
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import sys
@@ -40,6 +41,9 @@ STATIC = STAGE / "static"
 EXTRA = STAGE / "extra"
 DOCTREES = STAGE / "doctrees"
 DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py of every chapter
+# The whole book as one PDF (`make pdf`, site/bookpdf.py). A site built while it exists holds a
+# copy beside index.html, and the landing page links it; without it there is no link.
+PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,26 @@ def read_chapter(notebook: Path) -> Chapter:
         title=heading.group(1) if heading else notebook.stem,
         paper=" ".join(paper.group(1).split()) if paper else "",
     )
+
+
+# How fast a student reads a chapter, for the course page's "read" column: prose at 200 words a
+# minute (careful reading of technical text), code at 100 (each line is read and understood), the
+# total rounded up to 5 minutes. Words are runs of non-space characters in the notebook's cells.
+PROSE_WORDS_A_MINUTE = 200
+CODE_WORDS_A_MINUTE = 100
+
+
+def reading_minutes(notebook: Path) -> int:
+    """How long the chapter takes to read, from its word count (see PROSE_WORDS_A_MINUTE)."""
+    minutes = 0.0
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        source = cell.get("source", "")
+        words = len(("".join(source) if isinstance(source, list) else source).split())
+        if cell.get("cell_type") == "markdown":
+            minutes += words / PROSE_WORDS_A_MINUTE
+        elif cell.get("cell_type") == "code":
+            minutes += words / CODE_WORDS_A_MINUTE
+    return 5 * max(1, math.ceil(minutes / 5))
 
 
 def chapters() -> list[Chapter]:
@@ -126,12 +150,17 @@ def page_source(notebook: Path) -> bytes:
 
 
 def _bundle_key() -> str:
-    """What the vega bundle depends on: the vl-convert release and the Vega-Lite version."""
+    """What the vega bundle depends on: vl-convert's release, Vega-Lite's version, our wrapper."""
+    import hashlib
     from importlib.metadata import version
 
     import altair
 
-    return f"vl-convert-python {version('vl-convert-python')}, Vega-Lite {altair.SCHEMA_VERSION}"
+    from annotated.figures import vega_snippet
+
+    wrapper = hashlib.sha256(vega_snippet().encode()).hexdigest()[:12]
+    vega = f"vl-convert-python {version('vl-convert-python')}, Vega-Lite {altair.SCHEMA_VERSION}"
+    return f"{vega}, wrapper {wrapper}"
 
 
 def stage() -> list[Chapter]:
@@ -156,12 +185,17 @@ def stage() -> list[Chapter]:
     return found
 
 
-def build(html: Path = HTML, quiet: bool = True) -> Path:
-    """Stage the sources and run Sphinx; return the path of index.html. Raise if Sphinx fails."""
+def build(html: Path = HTML, quiet: bool = True, builder: str = "html") -> Path:
+    """Stage the sources and run Sphinx; return the path of index.html. Raise if Sphinx fails.
+
+    `builder="singlehtml"` makes the whole book one page (site/bookpdf.py prints it), with a
+    cache of its own beside the site's.
+    """
     from sphinx.cmd.build import build_main
 
     stage()
-    args = ["-b", "html", "-c", str(SITE), "-d", str(DOCTREES), "-W", "--keep-going"]
+    doctrees = DOCTREES if builder == "html" else STAGE / f"doctrees-{builder}"
+    args = ["-b", builder, "-c", str(SITE), "-d", str(doctrees), "-W", "--keep-going"]
     if quiet:
         args.append("-q")
     status = build_main([*args, str(SOURCE), str(html)])
@@ -284,8 +318,55 @@ def _prune_mathjax(app, exception) -> None:
             path.unlink()
 
 
+def _book_pdf_directive():
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class BookPdf(SphinxDirective):
+        """A link to the whole book as a PDF, only while `make pdf`'s file exists (no dead link)."""
+
+        has_content = False
+
+        def run(self):
+            self.env.note_dependency(str(PDF))  # marks the page for _pages_that_link_the_pdf
+            if not PDF.is_file():
+                return []
+            paragraph = nodes.paragraph(classes=["book-pdf"])
+            paragraph += nodes.Text("To read offline or print, there is ")
+            link = nodes.reference("", "", refuri=_relative(self.env.docname, PDF.name))
+            link["classes"].append("download")
+            link += nodes.Text("the whole book as a PDF")
+            paragraph += link
+            size = PDF.stat().st_size / 2**20
+            paragraph += nodes.Text(f" ({size:.1f} MiB): every chapter, its charts and equations.")
+            return [paragraph]
+
+    return BookPdf
+
+
+def _pages_that_link_the_pdf(app, env, added, changed, removed) -> list[str]:
+    """Pages with a `book-pdf` directive are read again on every build: a PDF made, removed or
+    put back (a restored copy keeps its old time) is no change Sphinx would notice otherwise."""
+    linked = [doc for doc, files in env.dependencies.items() if str(PDF) in map(str, files)]
+    return [doc for doc in linked if doc not in removed]
+
+
+def _copy_pdf(app, exception) -> None:
+    """Put `make pdf`'s file beside index.html, or take away a copy whose original is gone."""
+    if exception is not None or app.builder.name != "html":
+        return
+    target = Path(app.outdir) / PDF.name
+    if PDF.is_file():
+        shutil.copy2(PDF, target)
+    else:
+        target.unlink(missing_ok=True)
+
+
 def setup(app):
     app.add_directive("chapter-map", _chapter_map_directive())
+    app.add_directive("book-pdf", _book_pdf_directive())
+    app.connect("env-get-outdated", _pages_that_link_the_pdf)
+    app.connect("build-finished", _copy_pdf)
     app.connect("doctree-read", _add_download_links)
     app.connect("build-finished", _prune_mathjax, priority=900)  # after the MathJax copy
     return {"parallel_read_safe": True, "parallel_write_safe": True}

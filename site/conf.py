@@ -55,10 +55,13 @@ html_theme_options = {
 }
 html_static_path = ["_static", str(booksite.STATIC)]  # the book's CSS, and annotated-vega.js
 html_extra_path = [str(booksite.EXTRA)]  # downloads/: every chapter's .ipynb and .py
-html_css_files = ["book.css"]
+# print.css: the page on paper (`make pdf` prints the whole book with it, site/bookpdf.py).
+html_css_files = ["book.css", ("print.css", {"media": "print"})]
 html_js_files = ["book.js"]  # settings the theme's scripts read when they start
 html_copy_source = False  # the downloads/ folder already has the sources
 html_show_sourcelink = False
 html_last_updated_fmt = None
-# Light by default: the charts are drawn on white. (Left empty, the theme logs a console error.)
-html_context = {"default_mode": "light"}
+# The reader's system setting picks light or dark, and the theme's toggle overrides it. Charts and
+# drawings keep their white ground in dark mode, so their colours and text read the same in both
+# (tests/test_site_layout.py measures the contrast). Left empty, the theme logs a console error.
+html_context = {"default_mode": "auto"}

@@ -6,13 +6,14 @@ re-reads what changed). Then every page, the landing page and each chapter found
 
 - served from 127.0.0.1 by a server in this process, with every request to another host aborted
   and recorded, and the host resolver refusing every name but 127.0.0.1;
-- straight from disk (file://) in a browser context that is offline, as on a laptop in a train;
-- at a phone's width.
+- straight from disk (file://) in a browser context that is offline, as on a laptop in a train.
 
 Each must draw every chart (an SVG or a canvas in every chart box, and a tooltip on hover),
 typeset every equation, log no console error, and load nothing but the site's own files.
-Screenshots go to `_build/screenshots/`. Without Chromium (Debian's `chromium` package, which
-`make browser` installs) the browser tests are skipped with a message saying so.
+tests/test_site_layout.py reads every page again at a desktop's and a phone's width, in light and
+dark mode, and measures how it lies on the screen (it takes the screenshots, in
+`_build/screenshots/`). Without Chromium (Debian's `chromium` package, which `make browser`
+installs) the browser tests are skipped with a message saying so.
 """
 
 from __future__ import annotations
@@ -399,9 +400,7 @@ def test_page_renders_over_http_with_other_hosts_refused(site, server, browser, 
     try:
         page, report = read_page(context, f"{server}{name}.html", served_from(server))
         check_page(page, report, name)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-        hover_tooltips(page, name)  # after the screenshot: it scrolls the page
+        hover_tooltips(page, name)
     finally:
         context.close()
 
@@ -418,24 +417,6 @@ def test_page_renders_from_disk_offline(site, browser, name):
     try:
         page, report = read_page(context, f"{root}{name}.html", is_local)
         check_page(page, report, name)
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize("name", PAGES)
-def test_page_fits_a_phone_screen(site, server, browser, name):
-    """At a phone's width the page does not scroll sideways; wide charts scroll inside their box."""
-    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
-    try:
-        page, report = read_page(context, f"{server}{name}.html", served_from(server))
-        check_page(page, report, name)
-        width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-        assert width[0] <= width[1] + 1, f"{name}: {width[0]}px of page in a {width[1]}px window"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        charts = page.locator(".annotated-chart")
-        if charts.count():  # show how the first chart sits in the narrow column
-            charts.first.scroll_into_view_if_needed()
-        page.screenshot(path=str(SCREENSHOTS / f"phone-{name}.png"))
     finally:
         context.close()
 
@@ -486,3 +467,33 @@ def test_the_chapters_that_build_the_model_each_show_a_drawing_made_from_code():
         "ch06_decoding",
     ):
         assert expected_drawings(page), f"{page}: no drawing saved in its notebook"
+
+
+def test_the_course_page_gives_each_chapter_its_reading_time_from_its_word_count():
+    """The syllabus's "read" column is what booksite.reading_minutes computes from each chapter."""
+    text = (ROOT / "site" / "course.md").read_text(encoding="utf-8")
+    table = text[text.index("| chapter | read | run |") :].split("\n\n")[0].splitlines()[2:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table]
+    assert len(rows) == len(CHAPTERS), "the syllabus has a row per chapter, in the chapters' order"
+    for row, chapter in zip(rows, CHAPTERS, strict=True):
+        number = chapter.stem[2:4].lstrip("0") or "0"
+        assert row[0].startswith(number) or "lab notebook" in chapter.title.lower(), (row, chapter)
+        minutes = booksite.reading_minutes(chapter.notebook)
+        assert row[1] == f"{minutes} min", (
+            f"{chapter.stem}: the course page says {row[1]!r} to read it; its "
+            f"{minutes} min come from its word count (booksite.reading_minutes): update course.md"
+        )
+
+
+def test_reading_time_counts_prose_and_code_words(tmp_path):
+    """400 prose words (2 min) and 300 code words (3 min) make 5 minutes; one more word makes 10."""
+    cells = [
+        {"cell_type": "markdown", "source": "word " * 400},
+        {"cell_type": "code", "source": ["x = 1 " * 100]},
+    ]
+    notebook = tmp_path / "ch99_test.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert booksite.reading_minutes(notebook) == 5
+    cells.append({"cell_type": "markdown", "source": "more"})
+    notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert booksite.reading_minutes(notebook) == 10

@@ -1,0 +1,221 @@
+"""The whole book as one PDF (`make pdf`, site/bookpdf.py), read back with pypdf.
+
+The PDF is built once for this module, as `make pdf` builds it: Sphinx's singlehtml builder makes
+the book one page, headless Chromium prints it, and the HTML site is built again to link it.
+Then the text pypdf extracts from it must show the book: every chapter starting a page, in reading
+order; every chart's title (charts are drawn by JavaScript, so a title proves the chart was drawn
+before printing); every line of code whole, the longest included (print.css wraps code; without
+that a long line's end is clipped at its box and missing from the text); and type at the size
+print.css sets (had anything stuck out past the page, Chromium would have shrunk every page to
+fit it). The landing page links the PDF while it exists, and only then. Without
+Chromium (Debian's `chromium` package, which `make browser` installs) the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "site"))
+import bookpdf  # noqa: E402  (site/bookpdf.py)
+import booksite  # noqa: E402  (site/booksite.py)
+
+CHAPTERS = booksite.chapters()
+# The most text an A4 page of this book can hold, whitespace runs counted as one character: a
+# page of nothing but code at print.css's 11 px is about 100 characters by 62 lines. The densest
+# page of the book measured about 4,300 (prose at 14 px holds fewer). So the chapters' markdown
+# and code need at least (their characters / 6,000) pages; the book measured about 4 times that,
+# since outputs, charts and drawings take the most room.
+MOST_CHARACTERS_A_PAGE = 6_000
+# And the least: the sparsest stretch of the book (a chapter of charts) averaged about 1,000
+# characters a page, the whole book 2,000. A PDF with far more pages than the text needs at 500
+# a page has lost its layout (code wrapping a word a line, say).
+FEWEST_CHARACTERS_A_PAGE = 500
+# print.css sets the prose at 14 CSS pixels, 10.5 points on paper. If any box stuck out past the
+# page, Chromium shrinks every page to fit it, and the prose comes out smaller.
+PROSE_POINTS = 14 * 0.75
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def normal(text: str) -> str:
+    """Text as compared here: ligatures undone (NFKC: "ﬁ" -> "fi"), typographic quotes made
+    plain, and no whitespace at all (a wrapped line breaks wherever the page's edge falls)."""
+    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).translate(QUOTES))
+
+
+def _cells(chapter) -> list[dict]:
+    return json.loads(chapter.notebook.read_text(encoding="utf-8"))["cells"]
+
+
+def _source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def chart_titles(chapter) -> list[str]:
+    """The title of every chart saved in the chapter's notebook (its Vega-Lite spec's `title`)."""
+    titles = []
+    for cell in _cells(chapter):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            for name, spec in data.items():
+                if name.startswith("application/vnd.vegalite.") and spec.get("title"):
+                    title = spec["title"]
+                    title = title.get("text", "") if isinstance(title, dict) else title
+                    titles.append(" ".join(title) if isinstance(title, list) else str(title))
+    return titles
+
+
+def shown_code_lines() -> list[str]:
+    """Every line of every code cell the book shows (a removed cell or input is not printed)."""
+    lines = []
+    for chapter in CHAPTERS:
+        for cell in _cells(chapter):
+            tags = set(cell.get("metadata", {}).get("tags", []))
+            if cell["cell_type"] == "code" and not tags & {"remove-cell", "remove-input"}:
+                lines += _source(cell).splitlines()
+    return lines
+
+
+def source_characters() -> int:
+    """The chapters' markdown and code, whitespace runs counted as one character."""
+    return sum(
+        len(re.sub(r"\s+", " ", _source(cell)))
+        for chapter in CHAPTERS
+        for cell in _cells(chapter)
+        if cell["cell_type"] in {"markdown", "code"}
+    )
+
+
+# --- the PDF, built once ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def book() -> dict:
+    """`make pdf`'s run: its report line, and the PDF's pages as pypdf reads them."""
+    missing = bookpdf.chromium_missing()
+    if missing:
+        pytest.skip(f"{missing}; `make test` runs `make browser` first")
+    from pypdf import PdfReader
+
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "site" / "bookpdf.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"make pdf failed:\n{result.stdout}\n{result.stderr}"
+    reader = PdfReader(bookpdf.PDF)
+    pages, sizes = [], Counter()
+    for page in reader.pages:
+
+        def visit(text, cm, tm, font, size):
+            sizes[round(abs(size * tm[0] * cm[0]), 1)] += len(text.strip())
+
+        pages.append(page.extract_text(visitor_text=visit))
+    return {"report": result.stdout.strip(), "pages": pages, "sizes": sizes}
+
+
+def build_site() -> None:
+    """`make site`, in a process of its own as tests/test_site.py runs it."""
+    command = [sys.executable, str(ROOT / "site" / "booksite.py")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"the site did not build:\n{result.stdout}\n{result.stderr}"
+
+
+def chapter_starts(pages: list[str]) -> list[int]:
+    """The page each chapter starts on: the first page whose text begins with its title."""
+    starts = []
+    for chapter in CHAPTERS:
+        title = normal(chapter.title)
+        found = [number for number, text in enumerate(pages) if normal(text).startswith(title)]
+        assert found, f"no page starts with {chapter.title!r}"
+        starts.append(found[0])
+    return starts
+
+
+# --- tests -------------------------------------------------------------------------------------
+
+
+def test_the_pdf_has_a_page_count_its_text_can_fill(book):
+    pages = book["pages"]
+    least = max(len(CHAPTERS) + 2, source_characters() // MOST_CHARACTERS_A_PAGE)
+    most = source_characters() // FEWEST_CHARACTERS_A_PAGE
+    assert least <= len(pages) <= most, f"{len(pages)} pages, outside [{least}, {most}]"
+    assert f"({len(pages)} pages, " in book["report"], book["report"]
+    assert bookpdf.page_count(bookpdf.PDF.read_bytes()) == len(pages)
+    # Every page's foot carries its number and the total.
+    unnumbered = [n + 1 for n, text in enumerate(pages) if f"{n + 1} / {len(pages)}" not in text]
+    assert not unnumbered, f"pages without their number: {unnumbered[:10]}"
+
+
+def test_every_chapter_starts_a_page_in_reading_order(book):
+    """Each chapter's title heads a page of its own, after the landing page, in file-name order."""
+    starts = chapter_starts(book["pages"])
+    assert starts[0] > 0, "the landing page comes first"
+    assert starts == sorted(set(starts)), f"chapters out of order: {starts}"
+
+
+def test_every_chart_is_drawn_in_its_chapter(book):
+    """Vega draws a chart's title as SVG text, which stays text in the PDF: a title found proves
+    the chart was drawn before the page was printed."""
+    pages = book["pages"]
+    starts = chapter_starts(pages) + [len(pages)]
+    charts = 0
+    for index, chapter in enumerate(CHAPTERS):
+        text = normal(" ".join(pages[starts[index] : starts[index + 1]]))
+        for title in chart_titles(chapter):
+            charts += 1
+            assert normal(title) in text, f"{chapter.stem}: no chart titled {title!r}"
+    assert charts >= 10, f"only {charts} charts found in the notebooks"
+
+
+def test_no_line_of_code_is_cut(book):
+    """Every line of code the book shows is in the PDF whole, the longest first among them.
+
+    The code is formatted at 100 characters, which fit on a line of A4 at print.css's size;
+    a longer line wraps inside its box. Without print.css's wrapping such a line runs past its
+    box and is clipped there, and its end is missing from the PDF's text: with a 130-character
+    line put in a chapter and the wrapping taken out, this test failed.
+    """
+    lines = sorted({line for line in shown_code_lines() if line.strip()}, key=len, reverse=True)
+    text = normal(" ".join(book["pages"]))
+    cut = [line for line in lines if normal(line) not in text]
+    assert not cut, f"{len(cut)} of {len(lines)} lines cut, the longest: {cut[:3]}"
+    assert len(lines) > 1000 and len(lines[0]) >= 80, f"too little code found: {lines[:1]}"
+
+
+def test_nothing_made_chromium_shrink_the_pages(book):
+    """The prose is printed at print.css's size: nothing stuck out past the page's right edge
+    (Chromium would have shrunk every page to fit it, the longest code line included)."""
+    size, _ = book["sizes"].most_common(1)[0]
+    assert size == pytest.approx(PROSE_POINTS, abs=0.1), f"prose at {size} pt: {book['sizes']}"
+
+
+def test_the_landing_page_links_the_pdf_only_while_it_exists(book):
+    site = booksite.HTML
+    link = f'href="{bookpdf.PDF.name}"'
+    assert link in (site / "index.html").read_text(encoding="utf-8")
+    assert (site / bookpdf.PDF.name).read_bytes() == bookpdf.PDF.read_bytes()
+    # Without the PDF a site build shows no link (and no stale copy); with it, the link is back.
+    kept = bookpdf.PDF.with_name(bookpdf.PDF.name + ".kept")
+    shutil.move(bookpdf.PDF, kept)
+    try:
+        build_site()
+        assert link not in (site / "index.html").read_text(encoding="utf-8")
+        assert not (site / bookpdf.PDF.name).exists()
+    finally:
+        shutil.move(kept, bookpdf.PDF)  # the PDF back, with its old time
+        build_site()
+    assert link in (site / "index.html").read_text(encoding="utf-8")
+    assert (site / bookpdf.PDF.name).exists()
