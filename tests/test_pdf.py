@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 import unicodedata
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import run_site_script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
@@ -107,14 +107,7 @@ def book() -> dict:
         pytest.skip(f"{missing}; `make test` runs `make browser` first")
     from pypdf import PdfReader
 
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "site" / "bookpdf.py")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"make pdf failed:\n{result.stdout}\n{result.stderr}"
+    report = run_site_script("bookpdf.py", "make pdf")
     reader = PdfReader(bookpdf.PDF)
     pages, sizes = [], Counter()
     for page in reader.pages:
@@ -123,14 +116,7 @@ def book() -> dict:
             sizes[round(abs(size * tm[0] * cm[0]), 1)] += len(text.strip())
 
         pages.append(page.extract_text(visitor_text=visit))
-    return {"report": result.stdout.strip(), "pages": pages, "sizes": sizes}
-
-
-def build_site() -> None:
-    """`make site`, in a process of its own as tests/test_site.py runs it."""
-    command = [sys.executable, str(ROOT / "site" / "booksite.py")]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"the site did not build:\n{result.stdout}\n{result.stderr}"
+    return {"report": report.strip(), "pages": pages, "sizes": sizes}
 
 
 def chapter_starts(pages: list[str]) -> list[int]:
@@ -211,11 +197,11 @@ def test_the_landing_page_links_the_pdf_only_while_it_exists(book):
     kept = bookpdf.PDF.with_name(bookpdf.PDF.name + ".kept")
     shutil.move(bookpdf.PDF, kept)
     try:
-        build_site()
+        run_site_script("booksite.py", "the site's build")
         assert link not in (site / "index.html").read_text(encoding="utf-8")
         assert not (site / bookpdf.PDF.name).exists()
     finally:
         shutil.move(kept, bookpdf.PDF)  # the PDF back, with its old time
-        build_site()
+        run_site_script("booksite.py", "the site's build")
     assert link in (site / "index.html").read_text(encoding="utf-8")
     assert (site / bookpdf.PDF.name).exists()

@@ -24,7 +24,6 @@ import http.server
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 from html import unescape
@@ -32,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import run_site_script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
@@ -116,14 +116,7 @@ def expects_math(page: str) -> bool:
 @pytest.fixture(scope="module")
 def site() -> Path:
     """_build/html, brought up to date with the notebooks (a second build takes seconds)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "site" / "booksite.py")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"the site did not build:\n{result.stdout}\n{result.stderr}"
+    run_site_script("booksite.py", "the site's build")
     return booksite.HTML
 
 
