@@ -64,18 +64,3 @@ def _held_elsewhere(folder: Path):
 def held_elsewhere():
     """`with held_elsewhere(folder) as process:` another live process holds the folder's lock."""
     return _held_elsewhere
-
-
-def run_site_script(name: str, what: str) -> str:
-    """Run `site/<name>` as `make site` or `make pdf` does and return what it printed; fail with
-    its output if it fails."""
-    root = Path(__file__).resolve().parent.parent
-    result = subprocess.run(
-        [sys.executable, str(root / "site" / name)],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"{what} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout

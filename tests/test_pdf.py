@@ -22,12 +22,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import run_site_script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
 import bookpdf  # noqa: E402  (site/bookpdf.py)
 import booksite  # noqa: E402  (site/booksite.py)
+from test_site import run_site_script  # noqa: E402
 
 CHAPTERS = booksite.chapters()
 # The most text an A4 page of this book can hold, whitespace runs counted as one character: a

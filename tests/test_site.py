@@ -24,6 +24,7 @@ import http.server
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 from html import unescape
@@ -31,7 +32,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import run_site_script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
@@ -111,6 +111,20 @@ def expects_math(page: str) -> bool:
 
 
 # --- the site, a server and a browser ----------------------------------------------------------
+
+
+def run_site_script(name: str, what: str) -> str:
+    """Run `site/<name>` as `make site` or `make pdf` does and return what it printed; fail with
+    its output if it fails."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "site" / name)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"{what} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
 
 
 @pytest.fixture(scope="module")
