@@ -46,6 +46,7 @@ from annotated.ch02_model import (
     SublayerConnection,
 )
 from annotated.checkpoints import resume, save_training
+from annotated.devices import PRECISIONS, LossScaling, chosen_precision
 from annotated.distributed import rank_and_world, sum_over_processes
 from annotated.files import folder_lock
 
@@ -231,7 +232,7 @@ class TrainConfig:
     adam_eps: float = 1e-9
     eps_ls: float = 0.1  # label smoothing (section 5.4)
     accumulate: int = 1  # micro-batches whose gradients make one optimizer step
-    precision: str = "auto"  # "bf16", "fp32", or "auto": bf16 where the hardware has it
+    precision: str = "auto"  # "bf16", "fp16" or "fp32"; "auto": chosen by the hardware
     checkpoint_every: int = 1000  # optimizer steps between checkpoints (0: only at the end)
     # Dropout moves linearly from the model's p_drop at the first step to this at the last one
     # (None: it stays at p_drop, as in the paper). See section 4.
@@ -255,8 +256,8 @@ class TrainConfig:
             )
         if self.lr_factor <= 0 or self.adam_eps <= 0:
             raise ValueError("lr_factor and adam_eps must be positive")
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise ValueError(f"precision must be 'auto', 'bf16' or 'fp32', got {self.precision!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         if self.checkpoint_every < 0:
             raise ValueError("checkpoint_every must be 0 (only at the end) or positive")
         if self.p_drop_final is not None and not 0.0 <= self.p_drop_final < 1.0:
@@ -588,15 +589,27 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 #   costs nearly what the faster products save. Weights, optimizer state and the loss stay in
 #   float32. bfloat16 has float32's exponent range,
 #   so unlike float16 it needs no loss scaling. `precision="fp32"` switches it off.
+#
+#   Which precision, and where? A model trains on whichever device its weights are on; chapters
+#   7 to 9 put them on a CUDA GPU if the machine has one, else on Apple's MPS, else on the CPU,
+#   and the environment variable `ANNOTATED_DEVICE` (`cpu`, `cuda:1`, `mps`) names another.
+#   `precision="auto"` then takes bfloat16 only where the hardware computes in it (a CUDA GPU of
+#   compute capability 8.0 or later, a CPU with AVX-512-BF16): emulated, it brings no speed. An
+#   older CUDA GPU, such as a T4, gets float16 with *loss scaling*: the loss is multiplied by a
+#   large factor before the backward pass, so that small gradients do not round to zero in
+#   float16's narrow range, and the gradients are divided by it before the optimizer step, which
+#   is skipped if they overflowed. Anything else, MPS included, trains in float32. `"bf16"`,
+#   `"fp16"` (CUDA only) and `"fp32"` choose one outright; `annotated/devices.py` has the rules.
 # * **Data by step number.** The loop asks a `batches(step)` function for the micro-batches of
 #   each step. Because the data of step $s$ depends only on $s$, a run resumed from a checkpoint
 #   sees exactly the data it would have seen.
 # * **Checkpoints.** Every `checkpoint_every` steps it saves the model, the optimizer's moments,
-#   the scheduler, every random-number generator's state, the configurations and the history,
-#   to a temporary file that is then renamed over the old checkpoint. A rename is atomic, so a
-#   process killed at any instant leaves either the old checkpoint or the new one, never half of
-#   one. Started again with the same path, `train` resumes, and ends with the very same weights
-#   as a run that was never interrupted (the tests kill a run with SIGKILL to check).
+#   the scheduler, every random-number generator's state, the configurations and the history
+#   (and in float16 the loss scale), to a temporary file that is then renamed over the old
+#   checkpoint. A rename is atomic, so a process killed at any instant leaves either the old
+#   checkpoint or the new one, never half of one. Started again with the same path, `train`
+#   resumes, and ends with the very same weights as a run that was never interrupted (the tests
+#   kill a run with SIGKILL to check).
 # * **A guard.** If the loss becomes NaN or infinite, training stops at once with the step and
 #   micro-batch, rather than silently corrupting the weights.
 #
@@ -610,21 +623,15 @@ BatchSource = Callable[[int], Sequence[Batch]]  # optimizer step (from 0) -> its
 
 def use_bf16(precision: str, device: torch.device) -> bool:
     """Whether to run under bfloat16 autocast for this precision setting and device."""
-    if precision != "auto":
-        return precision == "bf16"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        probe = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-        return bool(probe())
-    return False
+    return chosen_precision(precision, device) == "bf16"
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """bfloat16 autocast, or nothing, as `precision` and the hardware say."""
-    if use_bf16(precision, device):
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    """bfloat16 or float16 autocast, or nothing, as `precision` and the hardware say."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(chosen_precision(precision, device))
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 @contextlib.contextmanager
@@ -661,6 +668,8 @@ def evaluate(
 # the tokens of the *whole* step (so the gradient is a per-token mean however the step is cut
 # up), the gradients accumulate, and the optimizer and the learning-rate schedule take one step.
 # A loss that is not a finite number stops training at once with a message saying what to try.
+# In float16, `scaling` multiplies the loss and divides the gradients back (above); in bfloat16
+# and float32 it leaves both alone.
 #
 # It also runs unchanged as one of several **data-parallel processes** (chapter 8): when
 # `torch.distributed` is running and the model is wrapped in `DistributedDataParallel`, each process
@@ -678,6 +687,7 @@ def train_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     config: TrainConfig,
     step: int,
+    scaling: LossScaling,
 ) -> dict:
     """Optimizer step number `step` (from 1) over `micro_batches`: the step's history row."""
     device = next(model.parameters()).device
@@ -698,10 +708,11 @@ def train_step(
             )
         # Per-token mean over the whole step. With several processes DistributedDataParallel
         # averages their gradients, so each one scales its share up by their number.
-        (loss / (tokens / world)).backward()
+        scaling.scale(loss / (tokens / world)).backward()
         total += loss.item()
     total = sum_over_processes([total], device)[0]
-    optimizer.step()
+    if scaling.unscale(optimizer):  # always, but for a float16 step whose gradients overflowed
+        optimizer.step()
     scheduler.step()
     return {"step": step, "loss": total / tokens, "lr": lr, "tokens": tokens}
 
@@ -720,7 +731,9 @@ def train_step(
 # is refused with a message naming the fields that differ, instead of failing later with a shape
 # error or, worse, training on silently. They are read with `weights_only=True`: tensors,
 # numbers and strings only, so a file that is not a checkpoint (or one crafted to run code when
-# unpickled) is refused with a message, never executed.
+# unpickled) is refused with a message, never executed. They are read onto the CPU and copied
+# from there to the model's device, so a run saved on a GPU resumes on a laptop, and the other
+# way round.
 
 
 # %%
@@ -747,7 +760,8 @@ def train(
     writes = checkpoint is not None and rank == 0
     with folder_lock(Path(checkpoint).parent) if writes else contextlib.nullcontext():
         optimizer, scheduler = make_optimizer(core, config)
-        start, history = resume(checkpoint, core, optimizer, scheduler, config)
+        scaling = LossScaling.for_training(config.precision, device)  # float16 only
+        start, history = resume(checkpoint, core, optimizer, scheduler, config, scaling)
         model.train()
         bar = _progress_bar(start, config.max_steps, progress)
         for step in bar:
@@ -760,7 +774,7 @@ def train(
                     f"step {step + 1}: got {len(micro_batches)} micro-batches, "
                     f"TrainConfig.accumulate is {config.accumulate}"
                 )
-            row = train_step(model, micro_batches, optimizer, scheduler, config, step + 1)
+            row = train_step(model, micro_batches, optimizer, scheduler, config, step + 1, scaling)
             history.append({**row, "seconds": time.perf_counter() - started})
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}", refresh=False)
             stop = bool(on_step(history[-1])) if on_step is not None else False
@@ -770,6 +784,7 @@ def train(
             every = config.checkpoint_every
             if writes and (stop or done == config.max_steps or (every and done % every == 0)):
                 state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
+                state |= scaling.saved()  # float16's loss scale
                 save_training(checkpoint, core, config, done, history, {**state, **(extra or {})})
             if stop:
                 break

@@ -414,8 +414,9 @@ def learned_head(
     """
     model = translator.model
     src_ids = translator.source_ids([sentence])[0]
-    src = torch.tensor([src_ids])
-    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    device = next(translator.model.parameters()).device
+    src = torch.tensor([src_ids], device=device)
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool, device=device)
     module = model.encoder.layers[layer].self_attn
     seen = {}
 
@@ -437,11 +438,11 @@ def learned_head(
     projections = ((module.w_q, module.d_k), (module.w_k, module.d_k), (module.w_v, module.d_v))
     with torch.no_grad():  # each projection's slice of this head, (n, width)
         q, k, v = [
-            linear(x).view(len(src_ids), module.h, width)[:, head].float()
+            linear(x).view(len(src_ids), module.h, width)[:, head].float().cpu()
             for linear, width in projections
         ]
     words = translator.src_vocab.labels(src_ids)
-    return words, head, q, k, v, kept[head]
+    return words, head, q, k, v, kept[head].cpu()  # on the CPU, for the charts, from any device
 
 
 def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 7) -> str:
@@ -515,8 +516,9 @@ def traced_search(
 ) -> tuple[list[tuple[BeamCandidate, ...]], list[str]]:
     """Beam search for one sentence with its trace (chapter 6), and the target words by id."""
     src_ids = translator.source_ids([sentence])[0]
-    src = torch.tensor([src_ids])
-    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    device = next(translator.model.parameters()).device
+    src = torch.tensor([src_ids], device=device)
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool, device=device)
     trace: list[tuple[BeamCandidate, ...]] = []
     specials = translator.tgt_vocab.specials
     beam_search(

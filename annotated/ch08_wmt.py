@@ -58,6 +58,7 @@ from annotated.ch05_text import (
 from annotated.ch06_decoding import tokenized_bleu
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import read_wmt14
+from annotated.devices import training_device
 from annotated.distributed import rank_and_world
 from annotated.runs import (
     Run,
@@ -581,7 +582,7 @@ def setup_distributed() -> tuple[int, int]:
     # ("terminate called without an active exception"). Imported first, it holds nothing.
     importlib.import_module("torch._dynamo")
 
-    if torch.cuda.is_available():
+    if training_device().type == "cuda":  # GPUs, unless ANNOTATED_DEVICE names the CPU
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         torch.distributed.init_process_group("nccl")
     else:

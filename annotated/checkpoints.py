@@ -5,8 +5,11 @@ and resumes from it (`resume`); the runs of chapters 7 to 9 (`annotated.runs`), 
 data-parallel check and the command-line tools read them. A checkpoint is a plain
 `torch.save` dictionary: the model's weights and `model_config` at least, and for a training
 checkpoint also the optimizer, scheduler and random-number states, the step, the history and the
-`train_config`. It is read with `weights_only=True` (tensors, numbers and strings only), so a file
-that is not a checkpoint, or one crafted to run code when unpickled, is refused, never executed.
+`train_config`, and under float16 the loss scaler's state. It is read with `weights_only=True`
+(tensors, numbers and strings only), so a file that is not a checkpoint, or one crafted to run code
+when unpickled, is refused, never executed. It is read onto the CPU whatever device wrote it, and
+what it holds then moves to the device of the model and optimizer it is loaded into: a checkpoint
+written on a GPU loads on a laptop, and one from a laptop on a GPU.
 """
 
 from __future__ import annotations
@@ -24,19 +27,26 @@ from annotated.files import atomic_write
 if TYPE_CHECKING:
     from annotated.ch02_model import ModelConfig
     from annotated.ch03_training import TrainConfig
+    from annotated.devices import LossScaling
 
 CHECKPOINT_VERSION = 1
 
 
 def _rng_states() -> dict:
-    """The random-number generators' states, so that a resumed run draws what it would have."""
-    return {"torch": torch.get_rng_state(), "python": random.getstate()}
+    """The random-number generators' states, so that a resumed run draws what it would have
+    (dropout on a GPU draws from the current GPU's generator)."""
+    states = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state()
+    return states
 
 
 def _restore_rng_states(states: dict) -> None:
-    """Put back the states `_rng_states` saved."""
+    """Put back the states `_rng_states` saved (a GPU's only where there is a GPU)."""
     torch.set_rng_state(states["torch"])
     random.setstate(states["python"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state(states["cuda"])
 
 
 def save_checkpoint(path: str | Path, **contents) -> None:
@@ -61,6 +71,8 @@ def read_checkpoint(path: str | Path) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint at {path}: train first, or give the right path")
     try:
+        # Onto the CPU, whichever device saved it: the generators' states must be CPU tensors,
+        # and load_state_dict copies weights and optimizer states onto their parameters' device.
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # a pickle, zip or EOF error, or a type weights_only refuses
         reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
@@ -109,16 +121,24 @@ def load_checkpoint(
 
 
 def resume(
-    checkpoint: str | Path | None, model: nn.Module, optimizer, scheduler, config: TrainConfig
+    checkpoint: str | Path | None,
+    model: nn.Module,
+    optimizer,
+    scheduler,
+    config: TrainConfig,
+    scaling: LossScaling | None = None,
 ) -> tuple[int, list[dict]]:
     """Where training starts: the step and history saved in `checkpoint`, with the model's weights,
-    the optimizer's and scheduler's states and the random generators' put back, so that the run
-    continues as if never stopped; without a checkpoint, step 0 with the generators seeded."""
+    the optimizer's, scheduler's and loss scaler's states and the random generators' put back, so
+    that the run continues as if never stopped; without a checkpoint, step 0 with the generators
+    seeded."""
     if checkpoint is not None and Path(checkpoint).exists():
         state = load_checkpoint(checkpoint, model.config, config)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        if scaling is not None:
+            scaling.restore(state)
         _restore_rng_states(state["rng"])
         return state["step"], state["history"]
     torch.manual_seed(config.seed)
@@ -135,7 +155,8 @@ def save_training(
     more: dict,
 ) -> None:
     """A training checkpoint: the model, both configurations, the random generators' states, the
-    step and history, and `more` (the optimizer's and scheduler's states, a run's extras)."""
+    step and history, and `more` (the optimizer's, scheduler's and loss scaler's states, a run's
+    extras)."""
     save_checkpoint(
         checkpoint,
         model=model.state_dict(),

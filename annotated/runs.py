@@ -50,6 +50,7 @@ from annotated.ch03_training import (
 from annotated.ch05_text import BatchPlan, Corpus, Subwords, Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.checkpoints import load_checkpoint, read_checkpoint
+from annotated.devices import training_device  # a CUDA GPU, Apple's MPS or the CPU (chapter 3)
 from annotated.distributed import rank_and_world, sum_over_processes
 from annotated.files import atomic_write, folder_lock, runs_dir
 from annotated.machine import describe as describe_machine
@@ -196,13 +197,6 @@ def _read_csv(path: Path, columns: Sequence[str]) -> pd.DataFrame:
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     with atomic_write(path, "w", encoding="utf-8") as handle:
         frame.to_csv(handle, index=False)
-
-
-def training_device() -> torch.device:
-    """One GPU per process where there are GPUs (chapter 8 sets which one), else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def save_vocabularies(corpus: Corpus, folder: Path) -> None:
@@ -540,7 +534,8 @@ def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
             raise ValueError(f"snapshots of different models cannot be averaged: {list(paths)}")
         config = saved["model_config"]
         for name, tensor in saved["model"].items():
-            total[name] = total.get(name, 0) + tensor.double()  # sum in float64, then divide
+            # Summed in float64 on the CPU (MPS has no float64), then divided.
+            total[name] = total.get(name, 0) + tensor.to("cpu", torch.float64)
     return {name: (value / len(paths)).float() for name, value in total.items()}
 
 

@@ -419,7 +419,7 @@ def test_evaluate_restores_mode_and_needs_no_gradients():
         ({"eps_ls": 1.0}, "eps_ls"),
         ({"eps_ls": -0.1}, "eps_ls"),
         ({"accumulate": 0}, "accumulate"),
-        ({"precision": "fp16"}, "precision"),
+        ({"precision": "fp8"}, "precision"),
         ({"beta2": 1.0}, "betas"),
         ({"max_steps": 0}, "max_steps"),
         ({"cooldown": -1}, "cooldown"),

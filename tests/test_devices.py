@@ -1,0 +1,338 @@
+"""annotated/devices.py: the training device and precision on every machine a reader may have,
+float16's loss scaling, and checkpoints that load on any device.
+
+This machine has only a CPU: the GPUs and Apple's MPS are pretended (`machine`), by replacing the
+few torch functions that the choices ask.
+"""
+
+import ast
+import contextlib
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import annotated.devices as devices
+from annotated.ch02_model import ModelConfig, make_model
+from annotated.ch03_training import (
+    Batch,
+    TrainConfig,
+    autocast,
+    make_optimizer,
+    pad_sequences,
+    train,
+    train_step,
+    use_bf16,
+)
+from annotated.checkpoints import _restore_rng_states, _rng_states, read_checkpoint
+from annotated.devices import (
+    DEVICE_ENV,
+    LossScaling,
+    available_devices,
+    chosen_precision,
+    training_device,
+)
+from annotated.runs import average_snapshots, save_snapshot
+
+PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
+PAD, BOS, EOS = 0, 1, 2
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """pretend(gpus, capability, current, mps, cpu_bf16): a machine with these, as torch sees it.
+
+    `torch.cuda.is_bf16_supported` answers yes on every pretended GPU, as current PyTorch does
+    on a T4, where bfloat16 is only emulated: the choice must not trust it.
+    """
+
+    def pretend(gpus=0, capability=(8, 0), current=0, mps=False, cpu_bf16=False):
+        monkeypatch.delenv(DEVICE_ENV, raising=False)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: gpus > 0)
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: cpu_bf16, raising=False)
+
+    return pretend
+
+
+# ---------------------------------------------------------------- which device, which precision
+
+
+def test_a_gpu_with_bf16_arithmetic_trains_in_bf16_without_a_scaler(machine):
+    machine(gpus=1, capability=(8, 0))
+    device = training_device()
+    assert device == torch.device("cuda", 0)
+    assert chosen_precision("auto", device) == "bf16" and use_bf16("auto", device)
+    assert autocast("auto", device).fast_dtype == torch.bfloat16
+    assert LossScaling.for_training("auto", device).scaler is None
+
+
+def test_an_older_gpu_trains_in_fp16_with_a_scaler_not_in_emulated_bf16(machine):
+    machine(gpus=1, capability=(7, 5))  # a T4: torch.cuda.is_bf16_supported() says True
+    device = training_device()
+    assert chosen_precision("auto", device) == "fp16"
+    assert not use_bf16("auto", device)
+    assert autocast("auto", device).fast_dtype == torch.float16
+    scaler = LossScaling.for_training("auto", device).scaler
+    assert isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled()
+
+
+def test_apples_mps_is_chosen_before_the_cpu_and_trains_in_fp32(machine):
+    machine(mps=True, cpu_bf16=True)
+    device = training_device()
+    assert device == torch.device("mps")
+    assert chosen_precision("auto", device) == "fp32"
+    assert isinstance(autocast("auto", device), contextlib.nullcontext)
+    assert LossScaling.for_training("auto", device).scaler is None
+
+
+def test_several_processes_on_a_mac_train_on_the_cpu(machine, monkeypatch):
+    # chapter 8's processes add up their numbers through gloo, which takes CPU tensors
+    machine(mps=True)
+    monkeypatch.setattr(devices, "rank_and_world", lambda: (1, 2))
+    assert training_device() == CPU
+
+
+@pytest.mark.parametrize(("cpu_bf16", "expected"), [(True, "bf16"), (False, "fp32")])
+def test_the_cpu_trains_in_bf16_only_where_it_has_bf16_instructions(machine, cpu_bf16, expected):
+    machine(cpu_bf16=cpu_bf16)
+    assert training_device() == CPU
+    assert chosen_precision("auto", CPU) == expected
+    assert LossScaling.for_training("auto", CPU).scaler is None
+
+
+def test_each_process_trains_on_the_gpu_it_set(machine):
+    machine(gpus=2, current=1)  # chapter 8: torch.cuda.set_device(LOCAL_RANK) in process 1
+    assert training_device() == torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [("cpu", "cpu"), (" cpu ", "cpu"), ("cuda", "cuda:1"), ("cuda:0", "cuda:0"), ("mps", "mps")],
+)
+def test_annotated_device_overrides_the_choice(machine, monkeypatch, named, expected):
+    machine(gpus=2, current=1, mps=True)
+    monkeypatch.setenv(DEVICE_ENV, named)
+    assert training_device() == torch.device(expected)
+
+
+@pytest.mark.parametrize(
+    ("named", "gpus", "has"),
+    [
+        ("cuda:1", 1, "cuda:0, cpu"),
+        ("cuda", 0, "cpu"),
+        ("mps", 0, "cpu"),
+        ("gpu", 1, "cuda:0, cpu"),
+    ],
+)
+def test_a_device_the_machine_lacks_is_refused_with_what_it_has(
+    machine, monkeypatch, named, gpus, has
+):
+    machine(gpus=gpus)
+    monkeypatch.setenv(DEVICE_ENV, named)
+    with pytest.raises(ValueError) as error:
+        training_device()
+    message = str(error.value)
+    assert f"{DEVICE_ENV}={named!r} is not a device this machine has; it has {has}." in message
+    assert f"Set {DEVICE_ENV} to one of these, or unset it" in message
+    assert available_devices() == has.split(", ")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "capability", "cpu_bf16", "precision", "expected"),
+    [
+        (1, (8, 0), False, "fp32", "fp32"),
+        (1, (8, 0), False, "fp16", "fp16"),
+        (1, (7, 5), False, "bf16", "bf16"),
+        (1, (7, 5), False, "fp32", "fp32"),
+        (0, None, True, "fp32", "fp32"),
+        (0, None, False, "bf16", "bf16"),
+    ],
+)
+def test_a_named_precision_overrides_auto(machine, gpus, capability, cpu_bf16, precision, expected):
+    machine(gpus=gpus, capability=capability, cpu_bf16=cpu_bf16)
+    device = training_device()
+    assert chosen_precision(precision, device) == expected
+    scaler = LossScaling.for_training(precision, device).scaler
+    assert (scaler is not None) == (expected == "fp16")
+
+
+@pytest.mark.parametrize("device", [CPU, torch.device("mps")])
+def test_fp16_off_cuda_is_refused_before_training_starts(machine, tmp_path, device):
+    machine(cpu_bf16=True, mps=True)
+    with pytest.raises(ValueError, match=rf"precision='fp16'.* is for CUDA GPUs; .* on {device}"):
+        chosen_precision("fp16", device)
+    checkpoint = tmp_path / "run.pt"
+    with pytest.raises(ValueError, match="precision='fp16'"):
+        train(tiny_model(), source(), fp16_config(), checkpoint=checkpoint, progress=False)
+    assert not checkpoint.exists()
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision must be one of auto, bf16, fp16, fp32"):
+        chosen_precision("fp8", CPU)
+    assert TrainConfig(precision="fp16").precision == "fp16"
+
+
+# ---------------------------------------------------------------- float16's loss scaling
+
+
+def tiny_model():
+    torch.manual_seed(3)
+    return make_model(ModelConfig(15, 15, N=1, d_model=32, d_ff=64, h=2, p_drop=0.0))
+
+
+def source():
+    def batches(step: int) -> list[Batch]:
+        generator = torch.Generator().manual_seed(1000 + step)
+        rows = [torch.randint(3, 15, (n,), generator=generator).tolist() for n in (3, 5, 4)]
+        src = pad_sequences([row + [EOS] for row in rows], PAD)
+        return [Batch.build(src, pad_sequences([[BOS, *row, EOS] for row in rows], PAD), PAD)]
+
+    return batches
+
+
+def fp16_config(**changes) -> TrainConfig:
+    return TrainConfig(**{"max_steps": 3, "warmup": 2, "precision": "fp16", **changes})
+
+
+def cpu_scaling(monkeypatch, **settings) -> list[LossScaling]:
+    """Make `train` scale its loss with a CPU GradScaler (as it would in float16 on a GPU),
+    computing in float32; the list receives each training's LossScaling."""
+    made = []
+
+    def for_training(precision: str, device: torch.device) -> LossScaling:
+        made.append(LossScaling(torch.amp.GradScaler("cpu", **settings)))
+        return made[-1]
+
+    monkeypatch.setattr(LossScaling, "for_training", for_training)
+    monkeypatch.setattr(devices, "chosen_precision", lambda precision, device: "fp32")
+    monkeypatch.setattr("annotated.ch03_training.chosen_precision", devices.chosen_precision)
+    return made
+
+
+def test_loss_scaling_gives_the_same_steps_as_none(monkeypatch):
+    # A power-of-two factor multiplies and divides exactly: the weights must be the very same.
+    plain = tiny_model()
+    train(plain, source(), fp16_config(precision="fp32"), progress=False)
+    made = cpu_scaling(monkeypatch, init_scale=2.0**12, growth_interval=2)
+    scaled = tiny_model()
+    train(scaled, source(), fp16_config(), progress=False)
+    assert made[0].scaler.get_scale() == 2.0**13  # doubled after two steps without an overflow
+    for (name, a), b in zip(plain.state_dict().items(), scaled.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_a_step_whose_scaled_gradients_overflow_is_skipped_and_the_scale_halved():
+    model = tiny_model()
+    config = fp16_config(precision="fp32")  # float32 arithmetic, scaled as in float16
+    optimizer, scheduler = make_optimizer(model, config)
+    scaling = LossScaling(torch.amp.GradScaler("cpu", init_scale=2.0**8))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    batch = source()(0)
+    train_step(model, batch, optimizer, scheduler, config, 1, scaling)
+    assert scaling.scaler.get_scale() == 2.0**8
+    assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
+    moved = {name: p.detach().clone() for name, p in model.named_parameters()}
+    # One gradient overflows, as a float16 one does when the factor has grown too large.
+    overflow = model.generator.weight.register_hook(lambda grad: torch.full_like(grad, torch.inf))
+    row = train_step(model, batch, optimizer, scheduler, config, 2, scaling)
+    overflow.remove()
+    assert scaling.scaler.get_scale() == 2.0**7
+    assert all(torch.equal(moved[n], p) for n, p in model.named_parameters()), "step skipped"
+    assert row["step"] == 2 and scheduler.last_epoch == 2  # the schedule still moves on
+    train_step(model, batch, optimizer, scheduler, config, 3, scaling)
+    assert any(not torch.equal(moved[n], p) for n, p in model.named_parameters())
+
+
+def test_a_checkpoint_keeps_the_loss_scale_and_a_resumed_run_goes_on_with_it(tmp_path, monkeypatch):
+    made = cpu_scaling(monkeypatch, init_scale=2.0**12, growth_interval=2)
+    straight = tiny_model()
+    train(straight, source(), fp16_config(max_steps=5), progress=False)
+    checkpoint = tmp_path / "run.pt"
+    train(tiny_model(), source(), fp16_config(), checkpoint=checkpoint, progress=False)
+    saved = read_checkpoint(checkpoint)["scaler"]
+    assert saved == made[1].scaler.state_dict() and saved["scale"] == 2.0**13
+    resumed = tiny_model()
+    train(resumed, source(), fp16_config(max_steps=5), checkpoint=checkpoint, progress=False)
+    assert made[2].scaler.state_dict() == made[0].scaler.state_dict()
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_a_checkpoint_from_before_loss_scaling_resumes_with_a_new_scaler(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "run.pt"
+    config = fp16_config(precision="fp32")  # the saved run's configuration
+    train(tiny_model(), source(), config, checkpoint=checkpoint, progress=False)
+    assert "scaler" not in read_checkpoint(checkpoint)
+    made = cpu_scaling(monkeypatch, init_scale=2.0**5)
+    config = dataclasses.replace(config, max_steps=4)
+    history = train(tiny_model(), source(), config, checkpoint=checkpoint, progress=False)
+    assert list(history.step) == [1, 2, 3, 4]
+    assert made[0].scaler.get_scale() == 2.0**5  # as new, one step taken
+    assert read_checkpoint(checkpoint)["scaler"] == made[0].scaler.state_dict()
+
+
+def test_a_scalers_state_is_ignored_by_a_run_without_one():
+    scaling = LossScaling()
+    scaling.restore({"scaler": {"scale": 8.0}})
+    assert scaling.saved() == {} and scaling.unscale(None)
+
+
+# ---------------------------------------------------------------- checkpoints on any device
+
+
+def test_a_checkpoint_is_read_onto_the_cpu_whatever_device_wrote_it(tmp_path, monkeypatch):
+    checkpoint = tmp_path / "run.pt"
+    model = tiny_model()
+    config = fp16_config(precision="fp32", max_steps=1)
+    train(model, source(), config, checkpoint=checkpoint, progress=False)
+    save_snapshot(model, tmp_path, 1, keep=1)
+    loads = []
+    real_load = torch.load
+
+    def load(*args, **kwargs):
+        loads.append(kwargs.get("map_location"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    state = read_checkpoint(checkpoint)
+    average_snapshots([tmp_path / "snapshots" / "step-000001.pt"])
+    assert [torch.device(location) for location in loads] == [CPU, CPU]
+    assert {tensor.device for tensor in state["model"].values()} == {CPU}
+
+
+def test_every_torch_load_in_the_package_says_where_the_tensors_go():
+    calls = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.load":
+                keywords = {keyword.arg for keyword in node.keywords}
+                calls.append((path.name, node.lineno, "map_location" in keywords))
+    assert calls, "the package reads checkpoints with torch.load"
+    assert all(located for _, _, located in calls), [c for c in calls if not c[2]]
+
+
+def test_a_gpus_random_state_is_kept_and_put_back_only_where_there_is_a_gpu(machine, monkeypatch):
+    machine(gpus=1)
+    cuda_state = torch.arange(8, dtype=torch.uint8)
+    put_back = []
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": cuda_state)
+    monkeypatch.setattr(
+        torch.cuda, "set_rng_state", lambda state, device="cuda": put_back.append(state)
+    )
+    states = _rng_states()
+    assert torch.equal(states["cuda"], cuda_state)
+    _restore_rng_states(states)
+    assert len(put_back) == 1 and torch.equal(put_back[0], cuda_state)
+    machine(gpus=0)  # the same checkpoint resumed on a machine without a GPU
+    _restore_rng_states(states)
+    assert len(put_back) == 1 and "cuda" not in _rng_states()
