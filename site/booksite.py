@@ -185,17 +185,27 @@ def stage() -> list[Chapter]:
     return found
 
 
-def build(html: Path = HTML, quiet: bool = True, builder: str = "html") -> Path:
+def build(
+    html: Path = HTML,
+    quiet: bool = True,
+    builder: str = "html",
+    settings: dict[str, str] | None = None,
+) -> Path:
     """Stage the sources and run Sphinx; return the path of index.html. Raise if Sphinx fails.
 
     `builder="singlehtml"` makes the whole book one page (site/bookpdf.py prints it), with a
-    cache of its own beside the site's.
+    cache of its own beside the site's. `settings` override site/conf.py's (sphinx-build -D),
+    in a build with a cache of its own.
     """
     from sphinx.cmd.build import build_main
 
     stage()
     doctrees = DOCTREES if builder == "html" else STAGE / f"doctrees-{builder}"
+    if settings:
+        doctrees = html.parent / f"{html.name}-doctrees"
     args = ["-b", builder, "-c", str(SITE), "-d", str(doctrees), "-W", "--keep-going"]
+    for name, value in (settings or {}).items():
+        args += ["-D", f"{name}={value}"]
     if quiet:
         args.append("-q")
     status = build_main([*args, str(SOURCE), str(html)])
@@ -233,8 +243,64 @@ def _download_links(docname: str, chapter: Chapter, lead: str = "Download this c
     return paragraph
 
 
+GITHUB = re.compile(r"https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)/?")
+LAUNCH_BRANCH = "main"  # the branch whose notebooks Colab and Binder open
+
+
+def launch_links(repository: str, notebook: str) -> list[tuple[str, str]]:
+    """(label, address) of the services that run `notebooks/<notebook>` from the book's public
+    repository: Colab opens the notebook itself, Binder builds the repository's environment.yml
+    (the book and its packages) and opens the notebook in JupyterLab."""
+    found = GITHUB.fullmatch(repository)
+    if found is None:
+        raise ValueError(
+            f"book_repository must be a GitHub address like https://github.com/OWNER/NAME, "
+            f"got {repository!r}: set it in site/conf.py (or leave it empty for no launch links)"
+        )
+    owner, name = found["owner"], found["name"]
+    path = f"notebooks/{notebook}"
+    return [
+        (
+            "Open in Colab",
+            f"https://colab.research.google.com/github/{owner}/{name}/blob/{LAUNCH_BRANCH}/{path}",
+        ),
+        (
+            "Binder",
+            f"https://mybinder.org/v2/gh/{owner}/{name}/{LAUNCH_BRANCH}"
+            f"?labpath={path.replace('/', '%2F')}",
+        ),
+    ]
+
+
+def _launch_paragraph(repository: str, chapter: Chapter):
+    """ "Run this chapter: Open in Colab · Binder", for a chapter page."""
+    from docutils import nodes
+
+    paragraph = nodes.paragraph(classes=["chapter-downloads", "chapter-launch"])
+    paragraph += nodes.Text("Run this chapter: ")
+    for index, (label, address) in enumerate(launch_links(repository, chapter.notebook.name)):
+        if index:
+            paragraph += nodes.Text(" · ")
+        link = nodes.reference("", label, refuri=address)
+        link["reftitle"] = f"{label}: {chapter.title}, from {repository}"
+        paragraph += link
+    return paragraph
+
+
+def _check_repository(app, config) -> None:
+    """A malformed book_repository stops the build at once, with what to write instead."""
+    if config.book_repository:
+        from sphinx.errors import ConfigError
+
+        try:
+            launch_links(config.book_repository, "check.ipynb")
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+
+
 def _add_download_links(app, doctree) -> None:
-    """Put the download links under the title of every chapter page."""
+    """Put the download links under the title of every chapter page, and the links that run it
+    in Colab and Binder when site/conf.py names the book's public repository."""
     from docutils import nodes
 
     docname = app.env.docname
@@ -245,6 +311,8 @@ def _add_download_links(app, doctree) -> None:
     if section is None or not section.children or not isinstance(section[0], nodes.title):
         return
     section.insert(1, _download_links(docname, chapter))
+    if app.config.book_repository:
+        section.insert(2, _launch_paragraph(app.config.book_repository, chapter))
 
 
 def _chapter_map_directive():
@@ -363,6 +431,9 @@ def _copy_pdf(app, exception) -> None:
 
 
 def setup(app):
+    # The book's public repository (site/conf.py): the one setting the launch links come from.
+    app.add_config_value("book_repository", "", "env", types=[str])
+    app.connect("config-inited", _check_repository)
     app.add_directive("chapter-map", _chapter_map_directive())
     app.add_directive("book-pdf", _book_pdf_directive())
     app.connect("env-get-outdated", _pages_that_link_the_pdf)

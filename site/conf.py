@@ -26,6 +26,11 @@ extensions = [
     "booksite",  # the chapter map on the landing page and the download links on each chapter
 ]
 
+# The book's public repository, e.g. "https://github.com/OWNER/NAME". Set, every chapter page
+# gets "Run this chapter: Open in Colab · Binder" links to its notebook there (booksite.py);
+# empty, no such link appears. Binder installs what the repository's environment.yml lists.
+book_repository = ""
+
 root_doc = "index"
 exclude_patterns = [".ipynb_checkpoints"]
 

@@ -504,3 +504,37 @@ def test_reading_time_counts_prose_and_code_words(tmp_path):
     cells.append({"cell_type": "markdown", "source": "more"})
     notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     assert booksite.reading_minutes(notebook) == 10
+
+
+REPOSITORY = "https://github.com/example-owner/annotated-book"  # a dummy public address
+
+
+# An in-process Sphinx build: its extensions' deprecation notices are theirs, not the book's.
+@pytest.mark.filterwarnings("ignore:.*is deprecated. Check CHANGES for Sphinx API")
+def test_chapter_pages_offer_colab_and_binder_only_when_the_repository_is_set(site, tmp_path):
+    """The launch links come from site/conf.py's book_repository: none while it is empty."""
+    for chapter in CHAPTERS:
+        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        assert "colab.research.google.com" not in html and "mybinder.org" not in html, chapter.stem
+    built = booksite.build(html=tmp_path / "html", settings={"book_repository": REPOSITORY})
+    for chapter in CHAPTERS:
+        html = (built.parent / f"{chapter.stem}.html").read_text(encoding="utf-8")
+        for label, address in booksite.launch_links(REPOSITORY, chapter.notebook.name):
+            assert f'href="{address.replace("&", "&amp;")}"' in html, (chapter.stem, label)
+    # Spelled out once, independently of launch_links: the addresses the services document.
+    page = (built.parent / "ch01_attention.html").read_text(encoding="utf-8")
+    assert (
+        'href="https://colab.research.google.com/github/example-owner/annotated-book/blob/main/'
+        'notebooks/ch01_attention.ipynb"' in page
+    )
+    assert (
+        'href="https://mybinder.org/v2/gh/example-owner/annotated-book/main'
+        '?labpath=notebooks%2Fch01_attention.ipynb"' in page
+    )
+    assert "Run this chapter:" in re.sub(r"<[^>]+>", "", page)
+
+
+def test_a_repository_address_that_is_not_githubs_is_refused_with_what_to_write():
+    for wrong in ("github.com/owner/name", "https://gitlab.com/owner/name", "https://github.com/x"):
+        with pytest.raises(ValueError, match="https://github.com/OWNER/NAME"):
+            booksite.launch_links(wrong, "ch01_attention.ipynb")
