@@ -123,7 +123,7 @@ train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 samp
 bench-recipes: $(STAMP)  ## the search for chapter 7's hour: its recipe with one change each (an hour a candidate; resumes); writes benchmarks/results/recipes.json
 	$(PY) benchmarks/bench_recipes.py
 
-table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes benchmarks/results/table3.json
+table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes annotated/results/table3.json
 	$(PY) benchmarks/bench_table3.py
 
 class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memory and disk for one student (class profile, one thread); writes benchmarks/results/class.json

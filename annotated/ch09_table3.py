@@ -21,7 +21,7 @@
 # the seeds do has shown nothing; one that moves it by more has.
 #
 # The results come from `make table3`, which trains whatever lines are missing (about three hours on
-# two cores for all twenty-one) and records them in `benchmarks/results/table3.json`. This notebook
+# two cores for all twenty-one) and records them in `annotated/results/table3.json`. This notebook
 # reads that record. Under `ANNOTATED_PROFILE=smoke` (CI) it trains a tiny version of a few lines
 # with the same code instead, so its result cells change; the cells about the paper do not.
 

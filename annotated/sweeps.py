@@ -26,7 +26,6 @@ import dataclasses
 import hashlib
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,17 +35,14 @@ import torch
 
 from annotated.ch03_training import train
 from annotated.ch05_text import BatchPlan, Corpus
-from annotated.files import REPO_ROOT, FolderInUseError, atomic_write, folder_lock, in_checkout
+from annotated.files import FolderInUseError, atomic_write, folder_lock
 from annotated.machine import Timing, describe
 from annotated.runs import RunConfig, new_model
 
-# The records: in a checkout, benchmarks/results/; an installed book carries a copy of chapter 9's
-# in its environment's share/annotated/results/ (pyproject.toml's data-files).
-RESULTS_DIR = (
-    REPO_ROOT / "benchmarks" / "results"
-    if in_checkout()
-    else Path(sys.prefix) / "share" / "annotated" / "results"
-)
+# Chapter 9's Table 3 record lives in the package, annotated/results/table3.json: the one copy,
+# which `make table3` writes in a checkout and the wheel carries as package data, so an installed
+# book reads it wherever pip put the package.
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def config_identity(config: RunConfig) -> dict:

@@ -3,7 +3,7 @@
     python benchmarks/bench_table3.py [--profile full|smoke] [--threads T] [--step-costs]
 
 Each (variant, seed) trains in runs/table3/<variant>-seed<n>-<digest of its configuration>/ and
-resumes from its checkpoint if stopped; each finished line is added to benchmarks/results/table3.json at once (atomically), so
+resumes from its checkpoint if stopped; each finished line is added to annotated/results/table3.json at once (atomically), so
 running the command again measures only what is missing. A line recorded with another
 configuration is measured again. The smoke profile writes under runs/table3-smoke/ instead.
 

@@ -54,7 +54,7 @@ def installed(tmp_path_factory):
         check=True,
         capture_output=True,
     )
-    (wheel,) = wheels.glob("annotated-*.whl")
+    (wheel,) = wheels.glob("annotated_transformer_book-*.whl")
     env_dir = scratch / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"
@@ -127,7 +127,7 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     assert where.returncode == 0, where.stderr
     assert Path(out[0]).is_relative_to(env_dir) and out[1] == "False"
     assert out[2] == str(tmp_path / "home" / ".local" / "share" / "annotated" / "runs")
-    # Chapter 9 reads the Table 3 record the wheel carries, the same as the checkout's.
+    # Chapter 9 reads the Table 3 record the wheel carries inside the package: the checkout's.
     read = run(
         "-c",
         "from annotated import ch09_table3 as c; from annotated.sweeps import read_results; "
@@ -137,8 +137,9 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     assert read.returncode == 0, read.stderr
     assert (
         Path(record[0]).is_relative_to(env_dir)
+        and Path(record[0]).parent == Path(out[0]).parent / "results"
         and Path(record[0]).read_bytes()
-        == (ROOT / "benchmarks" / "results" / "table3.json").read_bytes()
+        == (ROOT / "annotated" / "results" / "table3.json").read_bytes()
     )
     assert int(record[1]) > 0
 

@@ -6,7 +6,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import jupytext
 import nbformat
 import pytest
 import yaml
@@ -121,7 +120,7 @@ def test_every_chapter_has_an_executed_up_to_date_notebook():
         assert target.exists(), f"{target} is missing: run `make notebooks` then `make book`"
         saved = nbformat.read(target, as_version=4)
         cells = lambda nb: [(c.cell_type, c.source.strip()) for c in nb.cells]  # noqa: E731
-        assert cells(jupytext.read(source)) == cells(saved), (
+        assert cells(book.read_chapter(source)) == cells(saved), (
             f"{target} differs from {source}: run `make book`"
         )
         unexecuted = [

@@ -11,6 +11,7 @@ import pytest
 from annotated.files import REPO_ROOT as ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402
 import student  # noqa: E402
 
 from annotated.figures import HTML_ENV  # noqa: E402
@@ -33,7 +34,8 @@ def test_strip_solutions_keeps_the_function_and_the_check():
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(
-            "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\n\ncheck(exercise, f)"
+            "def f(x):\n    ### BEGIN SOLUTION\n    return x + 1\n    ### END SOLUTION\n\n\n"
+            "check(exercise, f)"
         ),
         nbformat.v4.new_markdown_cell(
             "**1.1 Predict.** What?\n\n<details><summary>Answer</summary>\n\nThis.\n\n</details>"
@@ -65,6 +67,18 @@ def test_the_edition_has_every_chapter_without_answers(edition):
         )
     assert stubs >= 13  # every "implement" exercise
     assert (edition / "README.md").exists()
+
+
+def test_every_student_notebook_that_runs_code_opens_with_the_books_first_cell(edition):
+    # The same cell as the full edition's: it finds the book, or installs it, before anything else.
+    cell = book.first_cell().source
+    for path in sorted((edition / "notebooks").glob("ch*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        code = [c for c in notebook.cells if c.cell_type == "code"]
+        if code:
+            assert notebook.cells[1] is code[0] and code[0].source == cell, path.name
+            assert code[0].outputs == []
+            assert [c.source for c in code].count(cell) == 1
 
 
 @pytest.mark.multi30k

@@ -1,15 +1,22 @@
-"""The command-line tools on bad input: `python -m annotated.translate` and `python -m annotated.train`.
+"""The command-line tools on bad input: `python -m annotated.translate` and
+`python -m annotated.train`; and the first cell tools/book.py writes into every chapter notebook.
 
 Each case checks the message a user sees and that nothing else is lost: every other input line
-still gets its translation, in its place.
+still gets its translation, in its place. The first cell is checked where it is written (once, in
+tools/book.py, never in the .py files) and run as a kernel would run it: finding the book,
+finding it at another version, and failing to install it. tests/test_package.py runs it where
+the book is not installed yet.
 """
 
 import dataclasses
 import io
+import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 
@@ -22,6 +29,9 @@ from annotated.runs import load_translator
 from annotated.translate import translate_stream
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402  (tools/book.py)
+
 GERMAN = ["Ein Hund rennt.", "Zwei Männer sitzen auf einer Bank.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs.", "Two men sit on a bench.", "A woman reads a book."]
 DECODING = {"beam": 2, "alpha": 0.6}
@@ -262,7 +272,8 @@ def test_a_reader_that_stops_early_gets_no_traceback(run_folder):
         [
             "bash",
             "-c",
-            f"{sys.executable} -m annotated.translate --checkpoint {run_folder} --batch 1 | head -n 1",
+            f"{sys.executable} -m annotated.translate --checkpoint {run_folder} --batch 1"
+            " | head -n 1",
         ],
         input=data,
         capture_output=True,
@@ -328,3 +339,125 @@ def test_the_budget_option_sets_or_removes_the_profiles_budget():
     assert given(False) is full  # no --minutes: the profile's 60
     assert given(budget_minutes("30")).max_minutes == 30.0
     assert given(budget_minutes(" None ")).max_minutes is None
+
+
+# ---------------------------------------------------------------- tools/book.py: the first cell
+
+
+def test_every_notebook_that_runs_code_opens_with_the_first_cell_and_no_py_file_holds_it():
+    cell = book.first_cell().source
+    name, version = book.release()
+    assert name == "annotated-transformer-book"
+    assert f'name="{name}", version="{version}"' in cell
+    assert max(len(line) for line in cell.splitlines()) <= 100
+    for source in book.chapters():
+        assert "find_or_install_the_book" not in source.read_text(encoding="utf-8"), source.name
+        notebook = nbformat.read(book.notebook_for(source), as_version=4)
+        code = [c.source for c in notebook.cells if c.cell_type == "code"]
+        if not code:
+            continue  # the lab notebook runs nothing, so it installs nothing
+        assert notebook.cells[0].cell_type == "markdown", source.name  # the title, then the cell
+        assert notebook.cells[1].source == cell, f"{source.name}: run `make notebooks`"
+        assert code.count(cell) == 1
+
+
+def test_sync_writes_the_first_cell_once_keeps_its_output_and_twice_is_stable(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)
+    source = book.PACKAGE / "ch10_conclusion.py"
+    target = tmp_path / "ch10_conclusion.ipynb"
+    book.sync(source)
+    notebook = nbformat.read(target, as_version=4)
+    assert [c.source for c in notebook.cells].count(book.first_cell().source) == 1
+    notebook.cells[1].outputs = [nbformat.v4.new_output("stream", text="The book's code: ...\n")]
+    book.write_atomically(notebook, target)
+    book.sync(source)
+    once = target.read_bytes()
+    book.sync(source)
+    assert target.read_bytes() == once
+    again = nbformat.read(target, as_version=4)
+    assert [c.source for c in again.cells].count(book.first_cell().source) == 1
+    assert again.cells[1].outputs[0].text == "The book's code: ...\n"
+
+
+def test_the_first_cell_is_part_of_the_code_a_notebook_was_executed_from(monkeypatch):
+    # A new release changes the cell, so every notebook must be executed again.
+    source = book.PACKAGE / "ch10_conclusion.py"
+    before = book.source_digest(source)
+    monkeypatch.setattr(book, "release", lambda: ("annotated-transformer-book", "99.0.0"))
+    assert "99.0.0" in book.notebook_code(source)
+    assert book.source_digest(source) != before
+
+
+def run_first_cell(tmp_path: Path, version: str, name: str = "annotated-transformer-book", **kw):
+    """The first cell, for `name` at `version`, run by this environment's python, from tmp_path.
+    kw: `before` (code run first, as earlier cells of a kernel would) and `env`."""
+    cell = book.FIRST_CELL.substitute(name=name, version=version)
+    if "calls" in kw.get("before", ""):  # the test looks at pip's command instead of running it
+        cell = cell.replace("\nfind_or_install_the_book()", "")
+        cell += "\ntry:\n    find_or_install_the_book()\nexcept RuntimeError:\n    print(calls)\n"
+    return subprocess.run(
+        [sys.executable, "-c", kw.get("before", "") + cell],
+        cwd=tmp_path,
+        env=kw.get("env"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_first_cell_finds_the_installed_book_and_says_so_in_one_line(tmp_path):
+    version = metadata.version("annotated-transformer-book")
+    result = run_first_cell(tmp_path, version)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"The book's code: annotated-transformer-book {version}.\n"
+
+
+def test_the_first_cell_uses_a_book_at_another_version_and_says_which(tmp_path):
+    version = metadata.version("annotated-transformer-book")
+    result = run_first_cell(tmp_path, "0.0.1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        f"The book's code: annotated-transformer-book {version} "
+        "(this notebook was executed with 0.0.1).\n"
+    )
+
+
+def test_the_first_cell_without_anything_to_install_from_says_what_to_run_and_raises(tmp_path):
+    # A name no index has, and pip pointed at nothing: what a reader offline would see.
+    name = "annotated-transformer-book-never-published"
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
+    result = run_first_cell(tmp_path, "0.1.0", name, env=env)
+    assert result.returncode == 1
+    assert "No matching distribution found" in result.stdout  # pip's own words, on failure only
+    assert result.stdout.splitlines()[-1] == (
+        f"Could not install the book's code: run `pip install {name}==0.1.0` "
+        "(in a clone of the book: `make setup`), then restart the kernel."
+    )
+    assert result.stderr.rstrip().endswith(f"RuntimeError: {name} is not installed")
+    assert "During handling" not in result.stderr
+
+
+def test_the_first_cell_pins_what_the_kernel_imported_and_leaves_out_the_lock(tmp_path):
+    before = (
+        "import subprocess\nimport numpy\ncalls = []\n"
+        "def pip(args, **kw):\n"
+        "    calls.append((args, open(args[args.index('-c') + 1]).read().splitlines()))\n"
+        "    return subprocess.CompletedProcess(args, 1, '', 'not this time')\n"
+        "subprocess.run = pip\n"
+    )
+    result = run_first_cell(tmp_path, "0.1.0", "annotated-transformer-book-x", before=before)
+    assert result.returncode == 0, result.stderr
+    ((args, pins),) = eval(result.stdout.splitlines()[-1])
+    assert args[:5] == [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "annotated-transformer-book-x==0.1.0",
+    ]
+    assert not any("constraints.txt" in arg for arg in args)
+    assert f"numpy=={metadata.version('numpy')}" in pins  # imported: pip must keep it
+    assert not [pin for pin in pins if pin.lower().startswith(("torch==", "pandas=="))]

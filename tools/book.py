@@ -12,6 +12,11 @@ A notebook records, in its metadata, a digest of the code it was executed from: 
 cells and the code (not the comments, markdown or docstrings) of every `annotated` module the
 chapter imports, transitively. "Stale" means that digest no longer matches: `jupytext --sync`
 would decide by file times instead, which a git checkout scrambles. Prose edits only need `sync`.
+
+Every chapter notebook that runs code opens, under its title, with one cell the .py files do not
+hold (FIRST_CELL, written here and nowhere else): it finds the book's code installed, or installs
+the release this notebook was executed with, so a notebook downloaded from the site or opened in
+Colab runs on its own. Importing a chapter as a module never runs it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import argparse
 import ast
 import hashlib
 import os
+import string
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -40,6 +47,71 @@ CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later 
 
 
 CHAPTER_PATTERN = "ch[0-9][0-9]_*.py"  # ch07_multi30k.py is a chapter; checkpoints.py is not
+
+# The first code cell of every chapter notebook (and of the student edition's). It finds the
+# book's distribution, or pip-installs the release named here, from pyproject.toml: without the
+# lock file, and with every distribution the kernel has already imported pinned at its installed
+# version, so pip adds packages but replaces none of those. pip's output is shown only when it
+# fails; then the cell says what to run instead and raises, which stops a "run all" there. A book
+# found at another version (an older install, or a checkout ahead of its last release) is used as
+# it is, never replaced, and the line says which version it is.
+FIRST_CELL = string.Template(
+    """\
+# Run this cell first: it finds the book's code, or installs the release this notebook ran with.
+def find_or_install_the_book(name="$name", version="$version"):
+    import subprocess, sys, tempfile
+    from importlib import invalidate_caches, metadata
+
+    try:
+        found = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        # Pins what this kernel has imported already (numpy...): pip must not replace any of it.
+        imported = metadata.packages_distributions()
+        kept = {d for module, ds in imported.items() if module in sys.modules for d in ds}
+        with tempfile.TemporaryDirectory() as folder:
+            pins = f"{folder}/imported.txt"
+            with open(pins, "w") as file:
+                file.writelines(f"{d}=={metadata.version(d)}\\n" for d in sorted(kept))
+            pip = [sys.executable, "-m", "pip", "install", f"{name}=={version}", "-c", pins]
+            result = subprocess.run(pip, capture_output=True, text=True)
+        if result.returncode != 0:
+            print(result.stdout + result.stderr)
+            print(f"Could not install the book's code: run `pip install {name}=={version}`"
+                  " (in a clone of the book: `make setup`), then restart the kernel.")
+            raise RuntimeError(f"{name} is not installed") from None
+        invalidate_caches()
+        found = metadata.version(name)
+    note = "" if found == version else f" (this notebook was executed with {version})"
+    print(f"The book's code: {name} {found}{note}.")
+
+
+find_or_install_the_book()"""
+)
+
+
+def release() -> tuple[str, str]:
+    """The book's distribution name and version, from pyproject.toml."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project["name"], project["version"]
+
+
+def first_cell() -> nbformat.NotebookNode:
+    """The notebook-only cell that opens every chapter notebook: find the book, or install it."""
+    name, version = release()
+    # Folded on the site (its one line of output shows); Jupyter and Colab show it as it is.
+    return nbformat.v4.new_code_cell(
+        FIRST_CELL.substitute(name=name, version=version), metadata={"tags": ["hide-input"]}
+    )
+
+
+def read_chapter(source: Path) -> nbformat.NotebookNode:
+    """A chapter's notebook as the book writes it: the .py's cells, with FIRST_CELL under the title
+    (in a chapter that runs code)."""
+    notebook = jupytext.read(source)
+    if any(cell.cell_type == "code" for cell in notebook.cells):
+        under_title = 1 if notebook.cells[0].cell_type == "markdown" else 0
+        notebook.cells.insert(under_title, first_cell())
+    return notebook
 
 
 def chapters() -> list[Path]:
@@ -134,8 +206,8 @@ def code_of(path: Path) -> str:
 
 
 def notebook_code(source: Path) -> str:
-    """The code cells of a chapter's notebook, the notebook-only ones included."""
-    cells = jupytext.read(source).cells
+    """The code cells of a chapter's notebook, the notebook-only ones (and FIRST_CELL) included."""
+    cells = read_chapter(source).cells
     return "\n\0".join(cell.source for cell in cells if cell.cell_type == "code")
 
 
@@ -183,8 +255,9 @@ def write_atomically(notebook: nbformat.NotebookNode, path: Path) -> None:
 
 
 def sync(source: Path) -> nbformat.NotebookNode:
-    """Write the notebook's cells from the .py, keeping outputs of cells whose source is unchanged."""
-    fresh = jupytext.read(source)
+    """Write the notebook's cells from the .py (and FIRST_CELL), keeping the outputs of the cells
+    whose source is unchanged."""
+    fresh = read_chapter(source)
     target = notebook_for(source)
     if target.exists():
         old = nbformat.read(target, as_version=4)
@@ -212,7 +285,8 @@ def execute(source: Path) -> float:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    # Charts emit their offline HTML form too when the book is executed (see annotated/figures/__init__.py).
+    # Charts emit their offline HTML form too when the book is executed
+    # (see annotated/figures/__init__.py).
     os.environ[HTML_ENV] = "1"
     started = time.perf_counter()
     client = NotebookClient(
@@ -257,9 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         stale = [s for s in sources if is_stale(s)]
         for source in sources:
-            print(
-                f"{'stale' if source in stale else 'fresh'}    {notebook_for(source).relative_to(ROOT)}"
-            )
+            state = "stale" if source in stale else "fresh"
+            print(f"{state}    {notebook_for(source).relative_to(ROOT)}")
         return 1 if stale else 0
     for source in sources:
         if args.all or is_stale(source):

@@ -40,7 +40,7 @@ def pins(python: str) -> list[str]:
         if not line or line.startswith("#") or line.startswith("-e "):
             continue
         requirement = Requirement(line)
-        if requirement.name == "annotated" or requirement.url:
+        if requirement.name == "annotated-transformer-book" or requirement.url:
             continue  # the book itself, installed from this folder
         (specifier,) = requirement.specifier
         version = specifier.version.split("+")[0]  # 2.13.0+cpu -> 2.13.0

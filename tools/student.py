@@ -19,7 +19,6 @@ import re
 import sys
 from pathlib import Path
 
-import jupytext
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,12 +38,14 @@ exercise raises `NotImplementedError` until the student writes it, and its `chec
 what is wrong with an answer, naming the likely mistake. The answers to the "predict" and "modify"
 exercises are removed too; they are in the full edition (the book's own notebooks and site).
 
-Students need the book installed (`make setup` in a clone, or `pip install` of the repository),
-so that `annotated.exercises` and the data loaders import. Chapters 7 and 8 train; set
-`ANNOTATED_PROFILE=class` for every chapter (chapter 7's 15-minute class run, chapter 8's smoke
-run, chapter 9's recorded table), or `smoke` for a one-minute check. On a shared server, prepare
-one data folder for everyone (`python -m annotated.datasets FOLDER`) and set
-`ANNOTATED_DATA_DIR=FOLDER`; the course page ("One installation for a whole class") has the rest.
+Students need the book's code, so that `annotated.exercises` and the data loaders import: each
+notebook's first cell finds it installed, or installs the release the notebook names
+(`pip install annotated-transformer-book`; on a class server, install it once for everyone).
+Chapters 7 and 8 train; set `ANNOTATED_PROFILE=class` for every chapter (chapter 7's 15-minute
+class run, chapter 8's smoke run, chapter 9's recorded table), or `smoke` for a one-minute check.
+On a shared server, prepare one data folder for everyone (`python -m annotated.datasets FOLDER`)
+and set `ANNOTATED_DATA_DIR=FOLDER`; the course page ("One installation for a whole class") has
+the rest.
 """
 
 
@@ -64,12 +65,13 @@ def strip_solutions(notebook: nbformat.NotebookNode) -> int:
 
 
 def write_edition(folder: Path) -> dict[str, int]:
-    """Write every chapter's student notebook into folder/notebooks; solutions removed per chapter."""
+    """Write every chapter's student notebook into folder/notebooks; return the solutions removed
+    per chapter."""
     target = folder / "notebooks"
     target.mkdir(parents=True, exist_ok=True)
     removed = {}
     for source in book.chapters():
-        notebook = jupytext.read(source)
+        notebook = book.read_chapter(source)  # with the book's first cell, as in the full edition
         removed[source.stem] = strip_solutions(notebook)
         book._normalise(notebook, None)
         book.write_atomically(notebook, target / f"{source.stem}.ipynb")

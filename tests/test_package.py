@@ -1,0 +1,327 @@
+"""The book as a package a reader installs, and its notebooks as a reader downloads them.
+
+`python -m build` makes a wheel and an sdist of this checkout (the wheel built from the sdist, so
+the sdist holds what building needs), and `twine check` passes both. Then a fresh virtual
+environment gets only what Colab preinstalls (torch at this environment's version, numpy,
+pandas, altair, ipykernel, nbclient): not the book, spaCy, sacreBLEU or sentencepiece. Chapter
+notebooks are copied from notebooks/ (the files the site offers for download) into an empty
+folder outside the checkout and executed there by nbclient in that environment's kernel, with a
+clean environment: no PYTHONPATH, a new HOME (so downloads and runs go to a temporary cache), and
+the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does not know about.
+
+* With nothing to install from (PIP_NO_INDEX, no find-links, no pip configuration), the first
+  cell prints what to run instead and raises: the notebook stops there.
+* Chapter 1 runs to its last cell, its first cell installing the book from the wheel.
+* Chapter 7 runs to its last cell with the smoke profile, its data from $ANNOTATED_DATA_DIR
+  (skipped without it).
+
+Everything here needs the package registry pip is configured with (the build's setuptools, the
+book's dependencies): where it cannot be reached, the tests are skipped with that reason. pip's
+own cache is shared with this machine's, so a second run downloads little.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+NAME, VERSION = PROJECT["name"], PROJECT["version"]
+WHEEL_NAME = NAME.replace("-", "_")
+# What Colab has preinstalled that the book uses, besides torch; at the lock's versions here.
+COLAB = ("numpy", "pandas", "altair", "ipykernel", "nbclient")
+NOT_PREINSTALLED = ("annotated-transformer-book", "spacy", "sacrebleu", "sentencepiece")
+FIRST_LINE = f"The book's code: {NAME} {VERSION}.\n"
+INSTEAD = (
+    f"Could not install the book's code: run `pip install {NAME}=={VERSION}` "
+    "(in a clone of the book: `make setup`), then restart the kernel."
+)
+
+pytestmark = pytest.mark.registry
+
+# Executes a notebook in the environment's own kernel and saves it with its outputs, also when a
+# cell fails (exit status 1). Run by the fresh environment's python, from the empty folder. The
+# saved outputs are cleared first, so that what is left afterwards is what ran.
+DRIVER = """\
+import sys
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+notebook = nbformat.read(sys.argv[1], as_version=4)
+for cell in notebook.cells:
+    if cell.cell_type == "code":
+        cell.outputs, cell.execution_count = [], None
+where = {"metadata": {"path": "."}}
+client = NotebookClient(notebook, timeout=1200, kernel_name="python3", resources=where)
+try:
+    client.execute()
+    failed = 0
+except CellExecutionError as error:
+    print(str(error)[-3000:], file=sys.stderr)
+    failed = 1
+nbformat.write(notebook, sys.argv[2])
+sys.exit(failed)
+"""
+
+
+def pip(python: Path | str, *args: str, env: dict | None = None, timeout: float = 900):
+    return subprocess.run(
+        [str(python), "-m", "pip", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def _unreachable(scratch: Path) -> str | None:
+    """Why pip cannot get a package from its registry now, or None if it can."""
+    pinned = next(
+        line
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith("tqdm==")
+    )
+    probe = pip(
+        sys.executable,
+        "download",
+        "--no-deps",
+        "--no-cache-dir",
+        "--timeout",
+        "10",
+        "--retries",
+        "1",
+        "-d",
+        str(scratch),
+        pinned,
+        timeout=120,
+    )
+    if probe.returncode == 0:
+        return None
+    tail = (probe.stderr or probe.stdout).strip().splitlines()[-1:]
+    return f"the package registry cannot be reached (pip download {pinned}: {' '.join(tail)})"
+
+
+def _pip_settings() -> dict[str, str]:
+    """This machine's pip settings, for a process whose HOME is elsewhere: the PIP_* variables,
+    the user's configuration file (its indexes) and pip's cache."""
+    settings = {k: v for k, v in os.environ.items() if k.startswith("PIP_")}
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    for config in (config_home / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf"):
+        if "PIP_CONFIG_FILE" not in settings and config.is_file():
+            settings["PIP_CONFIG_FILE"] = str(config)
+    cache = pip(sys.executable, "cache", "dir", timeout=60)
+    if cache.returncode == 0 and cache.stdout.strip():
+        settings.setdefault("PIP_CACHE_DIR", cache.stdout.strip())
+    return settings
+
+
+@dataclass
+class Reader:
+    """A fresh environment with what Colab preinstalls, the book's built wheel and sdist, and a
+    way to run a downloaded notebook there."""
+
+    python: Path
+    dist: Path
+    scratch: Path
+    pip_settings: dict[str, str]
+
+    def env(self, home: Path, offline: bool = False) -> dict[str, str]:
+        """A clean environment: nothing from the checkout importable, HOME empty, and pip offered
+        the wheel through PIP_FIND_LINKS (or, offline, pointed at nothing at all)."""
+        path = [str(self.python.parent)] + [
+            p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(ROOT))
+        ]
+        env = {k: os.environ[k] for k in ("LANG", "LC_ALL", "TMPDIR") if k in os.environ}
+        env.update(
+            PATH=os.pathsep.join(path),
+            HOME=str(home),
+            JUPYTER_PATH=str(self.scratch / "jupyter"),
+            ANNOTATED_PROFILE="smoke",
+        )
+        if os.environ.get("ANNOTATED_DATA_DIR"):
+            env["ANNOTATED_DATA_DIR"] = os.environ["ANNOTATED_DATA_DIR"]
+        if offline:
+            env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1")
+            return env
+        env.update(self.pip_settings)
+        env["PIP_FIND_LINKS"] = " ".join([str(self.dist), env.get("PIP_FIND_LINKS", "")]).strip()
+        return env
+
+    def run_notebook(self, name: str, tmp_path: Path, offline: bool = False):
+        """(exit status, the executed notebook, the driver's stderr) for notebooks/<name>.ipynb,
+        downloaded into an empty folder and executed there."""
+        work, home = tmp_path / "downloads", tmp_path / "home"
+        work.mkdir()
+        home.mkdir()
+        shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", work)
+        driver = self.scratch / "execute.py"
+        done = tmp_path / "executed.ipynb"
+        result = subprocess.run(
+            [str(self.python), str(driver), f"{name}.ipynb", str(done)],
+            cwd=work,
+            env=self.env(home, offline),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert done.exists(), result.stderr[-3000:]
+        return result.returncode, nbformat.read(done, as_version=4), result.stderr
+
+    def has(self, distribution: str) -> bool:
+        return pip(self.python, "show", "-q", distribution).returncode == 0
+
+
+def _build(dist: Path) -> tuple[Path, Path]:
+    """The wheel and the sdist `python -m build` makes of the checkout, checked by twine."""
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    # A folder of the package missing from pyproject.toml's `packages` would be left out.
+    assert "would be ignored" not in built.stdout + built.stderr, built.stdout[-3000:]
+    (wheel,) = dist.glob(f"{WHEEL_NAME}-{VERSION}-py3-none-any.whl")
+    (sdist,) = dist.glob(f"{WHEEL_NAME}-{VERSION}.tar.gz")
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2, checked.stdout
+    return wheel, sdist
+
+
+def _colab_like(venv: Path) -> Path:
+    """A new environment holding what Colab preinstalls (and pip), its python returned."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    torch = f"torch=={metadata.version('torch')}"
+    installed = pip(python, "install", "-q", "-c", str(ROOT / "constraints.txt"), torch, *COLAB)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    for name in NOT_PREINSTALLED:
+        assert pip(python, "show", "-q", name).returncode != 0, f"{name} must not be preinstalled"
+    return python
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory) -> Reader:
+    scratch = tmp_path_factory.mktemp("package")
+    if reason := _unreachable(scratch / "probe"):
+        pytest.skip(reason)
+    dist = scratch / "dist"
+    _build(dist)
+    python = _colab_like(scratch / "venv")
+    # The notebooks' kernel, "python3", is this environment's python (JUPYTER_PATH comes first).
+    spec = scratch / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "Python 3 (Colab-like)", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    (scratch / "execute.py").write_text(DRIVER)
+    return Reader(python, dist, scratch, _pip_settings())
+
+
+def code_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    return [cell for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def printed(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_the_wheel_holds_the_package_and_its_data(reader):
+    (wheel,) = reader.dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "annotated/results/table3.json" in names
+    assert (
+        "annotated/figures/ch01_attention.py" in names
+        and "annotated/exercises/__init__.py" in names
+    )
+    assert not [n for n in names if n.endswith(".lock") or n.endswith(".tmp") or "/data/" in n]
+    meta = zipfile.ZipFile(wheel).read(f"{WHEEL_NAME}-{VERSION}.dist-info/METADATA").decode()
+    for field in ("Name: annotated-transformer-book", "License-Expression: MIT", "Summary: "):
+        assert field in meta
+
+
+def test_with_nothing_to_install_from_the_first_cell_says_what_to_run_and_stops(reader, tmp_path):
+    pip(reader.python, "uninstall", "-y", "-q", NAME)  # in case chapter 1 ran first
+    status, notebook, _ = reader.run_notebook("ch01_attention", tmp_path, offline=True)
+    assert status == 1
+    first, *rest = code_cells(notebook)
+    assert INSTEAD in printed(first).splitlines()
+    errors = [o for o in first.outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "RuntimeError"
+    assert all(cell.execution_count is None for cell in rest), "the notebook must stop there"
+    assert not reader.has(NAME)
+
+
+def _executed_to_the_end(notebook: nbformat.NotebookNode) -> None:
+    cells = code_cells(notebook)
+    assert all(cell.execution_count is not None for cell in cells), "not every cell ran"
+    errors = [o for cell in cells for o in cell.outputs if o.output_type == "error"]
+    assert not errors, errors[0].get("evalue")
+
+
+def _installed_from_the_wheel(reader: Reader) -> None:
+    """The book in the environment is the built wheel's, installed in its site-packages."""
+    shown = pip(reader.python, "show", NAME)
+    assert shown.returncode == 0, shown.stderr
+    fields = dict(line.split(": ", 1) for line in shown.stdout.splitlines() if ": " in line)
+    assert fields["Version"] == VERSION
+    site = subprocess.run(
+        [str(reader.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert Path(fields["Location"]) == Path(site) and not Path(site).is_relative_to(ROOT)
+    (wheel,) = reader.dist.glob("*.whl")
+    record = f"{WHEEL_NAME}-{VERSION}.dist-info/RECORD"
+    ours = set(zipfile.ZipFile(wheel).read(record).decode().splitlines())
+    there = set((Path(site) / record).read_text().splitlines())
+    package = {line for line in ours if line.startswith("annotated/")}
+    assert package and package <= there, "the installed files are not the wheel's"
+
+
+def test_chapter_1_downloaded_runs_to_its_end_installing_the_book(reader, tmp_path):
+    status, notebook, stderr = reader.run_notebook("ch01_attention", tmp_path)
+    assert status == 0, stderr[-3000:]
+    first = code_cells(notebook)[0]
+    assert printed(first) == FIRST_LINE
+    _executed_to_the_end(notebook)
+    _installed_from_the_wheel(reader)
+    for name in NOT_PREINSTALLED[1:]:
+        assert reader.has(name), f"installing the book should have brought {name}"
+
+
+def test_chapter_7_downloaded_runs_its_smoke_profile_to_its_end(reader, tmp_path):
+    if not os.environ.get("ANNOTATED_DATA_DIR"):
+        pytest.skip(
+            "chapter 7 reads Multi30k from a local folder here: set ANNOTATED_DATA_DIR "
+            "(CI points it at ../shared/data)"
+        )
+    status, notebook, stderr = reader.run_notebook("ch07_multi30k", tmp_path)
+    assert status == 0, stderr[-3000:]
+    assert printed(code_cells(notebook)[0]) == FIRST_LINE
+    _executed_to_the_end(notebook)
+    _installed_from_the_wheel(reader)
+    runs = tmp_path / "home" / ".local" / "share" / "annotated" / "runs"
+    assert (runs / "multi30k-smoke").is_dir(), "the run belongs in the reader's own data folder"
