@@ -41,6 +41,37 @@
 # Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports
 # chapter 2's model, and so on. Nothing is defined twice.
 
+# %% tags=["active-ipynb", "hide-input"]
+# # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
+# def find_or_install_the_book(name="annotated-transformer-book", version="0.1.0"):
+#     import subprocess, sys, tempfile
+#     from importlib import invalidate_caches, metadata
+#
+#     try:
+#         found = metadata.version(name)
+#     except metadata.PackageNotFoundError:
+#         # Pins what this kernel has imported already (numpy...): pip must not replace any of it.
+#         imported = metadata.packages_distributions()
+#         kept = {d for module, ds in imported.items() if module in sys.modules for d in ds}
+#         with tempfile.TemporaryDirectory() as folder:
+#             pins = f"{folder}/imported.txt"
+#             with open(pins, "w") as file:
+#                 file.writelines(f"{d}=={metadata.version(d)}\n" for d in sorted(kept))
+#             pip = [sys.executable, "-m", "pip", "install", f"{name}=={version}", "-c", pins]
+#             result = subprocess.run(pip, capture_output=True, text=True)
+#         if result.returncode != 0:
+#             print(result.stdout + result.stderr)
+#             print(f"Could not install the book's code: run `pip install {name}=={version}`"
+#                   " (in a clone of the book: `make setup`), then restart the kernel.")
+#             raise RuntimeError(f"{name} is not installed") from None
+#         invalidate_caches()
+#         found = metadata.version(name)
+#     note = "" if found == version else f" (this notebook was executed with {version})"
+#     print(f"The book's code: {name} {found}{note}.")
+#
+#
+# find_or_install_the_book()
+
 # %%
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
 import torch
@@ -344,14 +345,16 @@ def test_the_budget_option_sets_or_removes_the_profiles_budget():
 # ---------------------------------------------------------------- tools/book.py: the first cell
 
 
-def test_every_notebook_that_runs_code_opens_with_the_first_cell_and_no_py_file_holds_it():
+def test_every_notebook_that_runs_code_opens_with_the_first_cell_its_py_holds():
     cell = book.first_cell().source
     name, version = book.release()
     assert name == "annotated-transformer-book"
     assert f'name="{name}", version="{version}"' in cell
     assert max(len(line) for line in cell.splitlines()) <= 100
     for source in book.chapters():
-        assert "find_or_install_the_book" not in source.read_text(encoding="utf-8"), source.name
+        text = source.read_text(encoding="utf-8")
+        # The .py holds it as sync wrote it (a notebook-only cell), so the two stay twins.
+        assert book.with_first_cell(text) == text, f"{source.name}: run `make notebooks`"
         notebook = nbformat.read(book.notebook_for(source), as_version=4)
         code = [c.source for c in notebook.cells if c.cell_type == "code"]
         if not code:
@@ -461,3 +464,22 @@ def test_the_first_cell_pins_what_the_kernel_imported_and_leaves_out_the_lock(tm
     assert not any("constraints.txt" in arg for arg in args)
     assert f"numpy=={metadata.version('numpy')}" in pins  # imported: pip must keep it
     assert not [pin for pin in pins if pin.lower().startswith(("torch==", "pandas=="))]
+
+
+def test_the_first_cell_is_written_into_a_chapter_once_and_replaced_when_it_changes(monkeypatch):
+    """sync puts FIRST_CELL under the title's cell, as comments (importing runs nothing); a new
+    release replaces it in place; a chapter with no code cell gets none."""
+    chapter = "# %% [markdown]\n# # Title\n\n# %%\nx = 1\n"
+    once = book.with_first_cell(chapter)
+    assert once.startswith("# %% [markdown]\n# # Title\n\n" + book.FIRST_CELL_TAGS)
+    assert once.endswith("\n\n# %%\nx = 1\n") and book.with_first_cell(once) == once
+    namespace: dict = {}
+    exec(compile(once, "chapter.py", "exec"), namespace)  # as `import` runs it
+    assert "find_or_install_the_book" not in namespace and namespace["x"] == 1
+    cells = jupytext.reads(once, fmt="py:percent").cells
+    assert cells[1].source == book.first_cell().source
+    monkeypatch.setattr(book, "release", lambda: ("annotated-transformer-book", "9.9.9"))
+    again = book.with_first_cell(once)
+    assert again.count("find_or_install_the_book(name=") == 1 and 'version="9.9.9"' in again
+    prose_only = "# %% [markdown]\n# # Title\n\n# %% [markdown]\n# More.\n"
+    assert book.with_first_cell(prose_only) == prose_only

@@ -13,10 +13,11 @@ cells and the code (not the comments, markdown or docstrings) of every `annotate
 chapter imports, transitively. "Stale" means that digest no longer matches: `jupytext --sync`
 would decide by file times instead, which a git checkout scrambles. Prose edits only need `sync`.
 
-Every chapter notebook that runs code opens, under its title, with one cell the .py files do not
-hold (FIRST_CELL, written here and nowhere else): it finds the book's code installed, or installs
-the release this notebook was executed with, so a notebook downloaded from the site or opened in
-Colab runs on its own. Importing a chapter as a module never runs it.
+Every chapter notebook that runs code opens, under its title, with one cell (FIRST_CELL, written
+here and nowhere else, which `sync` copies into each chapter's .py as a notebook-only cell): it
+finds the book's code installed, or installs the release this notebook was executed with, so a
+notebook downloaded from the site or opened in Colab runs on its own. Importing a chapter as a
+module never runs it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import ast
 import hashlib
 import os
+import re
 import string
 import sys
 import time
@@ -104,14 +106,42 @@ def first_cell() -> nbformat.NotebookNode:
     )
 
 
+# How FIRST_CELL sits in a chapter's .py: a notebook-only cell (its lines are comments to Python,
+# so importing the chapter never runs it), the second cell, under the title's.
+FIRST_CELL_TAGS = '# %% tags=["active-ipynb", "hide-input"]\n'
+FIRST_CELL_START = FIRST_CELL_TAGS + "# " + FIRST_CELL.template.splitlines()[0]
+
+
+def with_first_cell(text: str) -> str:
+    """A chapter's .py text with today's FIRST_CELL as its second cell (in place of an older one);
+    a chapter with no code cell is returned as it is."""
+    lines = first_cell().source.splitlines()
+    block = FIRST_CELL_TAGS + "\n".join(f"# {line}" if line else "#" for line in lines) + "\n\n"
+    start = text.find(FIRST_CELL_START)
+    if start >= 0:  # replace the cell, up to the next one
+        end = text.find("\n# %%", start)
+        return text[:start] + block + (text[end + 1 :] if end >= 0 else "")
+    cells = [found.start() for found in re.finditer(r"^# %%", text, re.MULTILINE)]
+    if len(cells) < 2 or all(text.startswith("# %% [markdown]", i) for i in cells):
+        return text
+    return text[: cells[1]] + block + text[cells[1] :]
+
+
+def write_first_cell(source: Path) -> bool:
+    """Put today's FIRST_CELL in the chapter's .py (the one source of its notebook); True if the
+    file changed."""
+    text = source.read_text(encoding="utf-8")
+    wanted = with_first_cell(text)
+    if wanted != text:
+        with atomic_write(source, "w", encoding="utf-8") as handle:
+            handle.write(wanted)
+    return wanted != text
+
+
 def read_chapter(source: Path) -> nbformat.NotebookNode:
-    """A chapter's notebook as the book writes it: the .py's cells, with FIRST_CELL under the title
-    (in a chapter that runs code)."""
-    notebook = jupytext.read(source)
-    if any(cell.cell_type == "code" for cell in notebook.cells):
-        under_title = 1 if notebook.cells[0].cell_type == "markdown" else 0
-        notebook.cells.insert(under_title, first_cell())
-    return notebook
+    """A chapter's notebook as the book writes it: the .py's cells, FIRST_CELL among them (as it
+    is today, even before `sync` has written it into the .py)."""
+    return jupytext.reads(with_first_cell(source.read_text(encoding="utf-8")), fmt="py:percent")
 
 
 def chapters() -> list[Path]:
@@ -257,6 +287,7 @@ def write_atomically(notebook: nbformat.NotebookNode, path: Path) -> None:
 def sync(source: Path) -> nbformat.NotebookNode:
     """Write the notebook's cells from the .py (and FIRST_CELL), keeping the outputs of the cells
     whose source is unchanged."""
+    write_first_cell(source)
     fresh = read_chapter(source)
     target = notebook_for(source)
     if target.exists():
