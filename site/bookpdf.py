@@ -111,6 +111,8 @@ _PREPARE = """() => {
   }
   return document.querySelectorAll('details:not([open])').length;
 }"""
+_NEXT_FRAMES = """() => new Promise(done =>
+  requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"""
 # Laid out for print at the paper's width, a table or an equation (which MathJax does not break)
 # that still sticks out past the right edge is zoomed out until it fits. Returns whatever else
 # sticks out, a line of code for one, which must wrap instead (print.css). MathJax's hidden copy
@@ -196,6 +198,9 @@ def print_pdf(index: Path) -> bytes:
             closed = page.evaluate(_PREPARE)
             if closed:
                 raise RuntimeError(f"{closed} folds of the page could not be opened")
+            # A fold opened by a script is laid out at the next frame: printed before it, the
+            # fold's content (the exercises' solutions, the install cell) is missing from the PDF.
+            page.evaluate(_NEXT_FRAMES)
             wide = page.evaluate(_FIT)
             if wide:
                 raise RuntimeError(f"{len(wide)} boxes stick out past the page: {wide[:5]}")
