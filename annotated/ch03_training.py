@@ -79,6 +79,7 @@ from annotated.ch02_model import (
 from annotated.checkpoints import resume, save_training
 from annotated.devices import PRECISIONS, LossScaling, chosen_precision
 from annotated.distributed import rank_and_world, sum_over_processes
+from annotated.fast_step import smoothed_kl
 from annotated.files import folder_lock
 
 # %% tags=["active-ipynb"]
@@ -688,7 +689,7 @@ def evaluate(
             batch = batch.to(device)
             with autocast(precision, device):
                 logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-            total += label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls).item()
+            total += smoothed_kl(logits, batch.tgt_out, batch.pad, eps_ls).item()
             tokens += batch.n_tokens
     return total / max(tokens, 1)
 
@@ -699,6 +700,10 @@ def evaluate(
 # the tokens of the *whole* step (so the gradient is a per-token mean however the step is cut
 # up), the gradients accumulate, and the optimizer and the learning-rate schedule take one step.
 # A loss that is not a finite number stops training at once with a message saying what to try.
+# The loss is `label_smoothing_loss`'s, computed by a faster route to the same value:
+# `smoothed_kl` (in `annotated/fast_step.py`) writes out its gradient, $\mathrm{softmax}(z) - q$,
+# instead of letting autograd differentiate each operation; chapter 7 profiles the step and
+# explains why that pays. `loss_function` takes any other loss of the same signature.
 # In float16, `scaling` multiplies the loss and divides the gradients back (above); in bfloat16
 # and float32 it leaves both alone.
 #
@@ -719,8 +724,12 @@ def train_step(
     config: TrainConfig,
     step: int,
     scaling: LossScaling,
+    loss_function: Callable[[Tensor, Tensor, int, float], Tensor] = smoothed_kl,
 ) -> dict:
-    """Optimizer step number `step` (from 1) over `micro_batches`: the step's history row."""
+    """Optimizer step number `step` (from 1) over `micro_batches`: the step's history row.
+
+    `loss_function` is `label_smoothing_loss` by its fast path (chapter 7 profiles both).
+    """
     device = next(model.parameters()).device
     world = rank_and_world()[1]
     tokens = round(sum_over_processes([sum(b.n_tokens for b in micro_batches)], device)[0])
@@ -730,7 +739,7 @@ def train_step(
     for index, batch in enumerate(micro_batches):
         with autocast(config.precision, device):
             logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        loss = label_smoothing_loss(logits, batch.tgt_out, batch.pad, config.eps_ls)
+        loss = loss_function(logits, batch.tgt_out, batch.pad, config.eps_ls)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"the loss is {loss.item()} at optimizer step {step}, micro-batch {index} "
