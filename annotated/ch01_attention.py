@@ -70,6 +70,7 @@ from typing import Protocol
 import pandas as pd
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 # %% tags=["active-ipynb"]
 # from annotated.figures import use_book_charts
@@ -458,9 +459,26 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 # that keeps them: passed as `cache`, it hands `forward` the keys and values of earlier steps and
 # projects only the new ones (with `project_keys_values`). Until then `cache` is `None` and can
 # be ignored.
+#
+# And one switch for speed. When nobody asks for the weights (`keep_weights`, below) and there is
+# no dropout on them, `forward` hands equation 1 to PyTorch's `F.scaled_dot_product_attention`,
+# which computes the same thing in one fused kernel and never stores the weights (section 6
+# checks that the two agree). It does so only where that kernel is the faster one
+# (`fused_attention_pays`): in float32 and float64, and on GPUs. In bfloat16 on a CPU, as chapter
+# 7 trains, our `attention` runs. Chapter 7 measures where a training step's time goes.
 
 
 # %%
+def fused_attention_pays(query: Tensor) -> bool:
+    """Whether `F.scaled_dot_product_attention` beats `attention` for queries like these.
+
+    On GPUs the fused kernels are PyTorch's fast path. In float32 on a 2-core Xeon, a forward and
+    backward pass at chapter 7's sentence lengths took 0.5 to 0.7 of `attention`'s time; in
+    bfloat16 on the same CPU, PyTorch 2.13's fused kernel took four to five times as long.
+    """
+    return query.device.type != "cpu" or query.dtype in (torch.float32, torch.float64)
+
+
 class KeyValues(Protocol):
     """What a `cache` offers attention: the keys and values to attend over (see chapter 6)."""
 
@@ -523,9 +541,15 @@ class MultiHeadAttention(nn.Module):
             k, v = cache.keys_values(self, key, value)  # (batch, h, every position so far, d)
         if mask is not None:
             mask = mask.unsqueeze(1)  # the same mask for every head: (batch, 1, len_q or 1, len_k)
-        heads, weights = attention(q, k, v, mask, self.dropout)  # (batch, h, len_q, d_v)
-        if self.keep_weights:
-            self.weights = weights.detach()
+        if fused_attention_pays(q) and not self.keep_weights and self.dropout is None:
+            # The same equation 1 in PyTorch's fused kernel, which keeps no weights (see below).
+            if mask is not None:
+                check_mask(mask, torch.Size((batch, self.h, len_q, k.size(-2))))
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            heads, weights = attention(q, k, v, mask, self.dropout)  # (batch, h, len_q, d_v)
+            if self.keep_weights:
+                self.weights = weights.detach()
         # Concat(head_1, ..., head_h): back to (batch, len_q, h * d_v), then W^O.
         concat = heads.transpose(1, 2).reshape(batch, len_q, self.h * self.d_v)
         return self.w_o(concat)
@@ -685,6 +709,13 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # gap = (ours - theirs).abs().max().item()
 # assert gap < 1e-5, gap
 # print("largest difference from nn.MultiheadAttention:         below 1e-5")
+#
+# mha.keep_weights = False  # no weights wanted: the module takes the fused kernel
+# with torch.no_grad():
+#     fused = mha(decoder_states, encoder_states, encoder_states)
+# gap = (fused - ours).abs().max().item()
+# assert gap < 1e-5, gap
+# print("the module through the fused kernel and through `attention`: below 1e-5 apart")
 
 # %% [markdown]
 # The two results are not bit-for-bit equal: the kernels add the same products in other orders,
