@@ -1,10 +1,11 @@
 """Time budgets: how a training run fits its recipe into a number of minutes on this machine.
 
 A run with `RunConfig.max_minutes` measures its step's cost over a few probe steps
-(`runs.measure_step_seconds`), then `fit_schedule` decides how many of the recipe's steps fit and,
-when they do not all fit, compresses the whole schedule into the steps that do. The result, a
-`TimeBudget`, is kept in the run folder (plan.json) so that a resumed run follows it, and it stops
-the run, loudly, if the machine turns out much slower than measured (`report_stop`).
+(`runs.measure_step_seconds`: a few batches trained twice, timed the second time, when their
+shapes are no longer new to the machine), then `fit_schedule` decides how many of the recipe's
+steps fit and, when they do not all fit, compresses the whole schedule into the steps that do. The
+result, a `TimeBudget`, is kept in the run folder (plan.json) so that a resumed run follows it, and
+it stops the run, loudly, if the machine turns out much slower than measured (`report_stop`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ if TYPE_CHECKING:
     from annotated.runs import RunConfig
 
 PLAN_FILE = "plan.json"
-PROBE_STEPS = 24  # timed steps of the throughput probe, after PROBE_WARMUP untimed ones
-PROBE_WARMUP = 3
+# The throughput probe trains PROBE_STEPS batches twice (32 steps, about the cost of the 27 it
+# once took) and times the second pass. A step on a batch shape the process meets for the first
+# time costs more (its kernels are chosen and set up then): the likely reason why, on an idle Xeon,
+# a probe that timed only first meetings measured 90 steps a minute where the run then averaged
+# about 120. A run meets its shapes for the first time in its first epoch only, so the second pass
+# is its steady speed, and what the first pass cost more is set aside for the first epoch's steps
+# on batches the probe did not meet (`TimeBudget.first_epoch_extra`).
+PROBE_STEPS = 16
 # Plan for 90% of the budget. On a 2-core cloud CPU a step's cost wanders by several percent
 # between epochs: chapter 8's saved run, planned at 95%, found its steps 10% dearer than the probe
 # had measured (1.70 s against 1.52) and ran 6% over. 90% absorbs such a drift.
@@ -37,12 +44,14 @@ GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
 class TimeBudget:
     """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it.
 
-    Made once, before the first step, from the throughput measured over a few probe steps, and
-    kept in the run folder (plan.json) so that a resumed run follows the same schedule. When the
-    recipe's steps fit, the plan is the recipe itself and the run is the book's, step for step.
-    When they do not, the whole schedule is compressed into the steps that fit: the cooldown and
-    the dropout ramp end at the new last step, the snapshots averaged still lie inside the cooldown,
-    and the warmup shrinks only if it no longer fits before the cooldown (with the same peak rate).
+    Made once, before the first step, from the throughput measured over a few probe steps (on
+    batches trained once before: the steady speed, with what the first epoch's new batch shapes
+    cost more set aside), and kept in the run folder (plan.json) so that a resumed run follows the
+    same schedule. When the recipe's steps fit, the plan is the recipe itself and the run is the
+    book's, step for step. When they do not, the whole schedule is compressed into the steps that
+    fit: the cooldown and the dropout ramp end at the new last step, the snapshots averaged still
+    lie inside the cooldown, and the warmup shrinks only if it no longer fits before the cooldown
+    (with the same peak rate).
     """
 
     budget_minutes: float
@@ -61,10 +70,22 @@ class TimeBudget:
     # A run begun before budgets were planned: it keeps its recipe, and the budget stays what it
     # was then, a limit that stops it (without the grace, which only a measured plan earns).
     unplanned: bool = False
+    # What a step costs more on average in the first epoch, where the batch shapes the probe did not
+    # meet are new to the process (its first pass against its second); 0 in plans made before.
+    first_epoch_extra: float = 0.0
+    # The batches the probe trained twice, timing the second pass (None: a plan made before, whose
+    # probe timed 24 steps on batches new to it, after 3 untimed ones).
+    probe_batches: int | None = None
 
     @property
     def steps_per_minute(self) -> float:
         return 60 / self.seconds_per_step
+
+    def training_seconds(self, steps: int) -> float:
+        """Training seconds of `steps` steps at the measured speed (the first epoch's extra too)."""
+        return steps_seconds(
+            steps, self.seconds_per_step, self.first_epoch_extra, self.steps_per_epoch
+        )
 
     @property
     def shortened(self) -> bool:
@@ -91,10 +112,18 @@ class TimeBudget:
     def describe(self, recipe: RunConfig) -> str:
         """The plan in words: the speed measured here, the steps it will take, the recipe's."""
         epochs = self.steps / self.steps_per_epoch
+        measured = "measured over 24 steps"  # a plan from before the probe trained batches twice
+        if self.probe_batches:
+            measured = f"measured over {self.probe_batches} steps, on batches trained once before"
         speed = (
             f"{self.budget_minutes:g} training minutes at {self.steps_per_minute:.0f} steps a "
-            f"minute here (measured over {PROBE_STEPS} steps)"
+            f"minute here ({measured})"
         )
+        if self.first_epoch_extra >= 0.01 * self.seconds_per_step:
+            speed += (
+                f", {self.first_epoch_extra:.2g} s more a step in the first epoch (its batch "
+                "shapes are new to the machine)"
+            )
         busy = ""
         if self.load_average is not None and self.load_average > os.cpu_count():
             busy = (
@@ -109,7 +138,7 @@ class TimeBudget:
                 "they do not fit."
             )
         if not self.shortened:
-            minutes = self.steps * self.seconds_per_step / 60
+            minutes = self.training_seconds(self.steps) / 60
             return (
                 f"plan: {speed}: the recipe's {self.recipe_steps:,} steps ({epochs:g} epochs) take "
                 f"about {minutes:.0f} of them, so the run is the recipe, unchanged.{busy}"
@@ -129,31 +158,46 @@ class TimeBudget:
         )
 
 
+def steps_seconds(
+    steps: int, seconds_per_step: float, first_epoch_extra: float, steps_per_epoch: int
+) -> float:
+    """The training time of `steps` steps: the first epoch's steps each cost the extra too."""
+    return steps * seconds_per_step + min(steps, steps_per_epoch) * first_epoch_extra
+
+
+def steps_that_fit(
+    seconds: float, seconds_per_step: float, first_epoch_extra: float, steps_per_epoch: int
+) -> int:
+    """The most steps whose training time (`steps_seconds`) is at most `seconds`."""
+    first = seconds_per_step + first_epoch_extra
+    if steps_per_epoch * first >= seconds:  # they end inside the first epoch
+        return math.floor(seconds / first)
+    return math.floor((seconds - steps_per_epoch * first_epoch_extra) / seconds_per_step)
+
+
 def fit_schedule(
     config: RunConfig,
     steps_per_epoch: int,
     seconds_per_step: float,
     probe_seconds: float = 0.0,
     keep_recipe: bool = False,
+    first_epoch_extra: float = 0.0,
     **details,
 ) -> TimeBudget:
     """Fit the recipe's schedule into `config.max_minutes` of training, at this speed per step.
 
+    `first_epoch_extra`: what a step costs more on average in the first epoch (new batch shapes).
     `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
     is tied to the recipe's schedule; the time limit still stops it, and says so).
     """
     recipe = config.train_config(steps_per_epoch)
-    available = config.max_minutes * 60 - probe_seconds
-    fit = math.floor(max(available, 0.0) * SAFETY / seconds_per_step)
+    available = max(config.max_minutes * 60 - probe_seconds, 0.0)
+    fit = steps_that_fit(available * SAFETY, seconds_per_step, first_epoch_extra, steps_per_epoch)
     every = config.eval_every(steps_per_epoch)
-    plan = dict(
-        budget_minutes=config.max_minutes,
-        seconds_per_step=seconds_per_step,
-        probe_seconds=probe_seconds,
-        recipe_steps=recipe.max_steps,
-        steps_per_epoch=steps_per_epoch,
-        **details,
-    )
+    plan = dict(budget_minutes=config.max_minutes, seconds_per_step=seconds_per_step, **details)
+    plan |= dict(probe_seconds=probe_seconds, recipe_steps=recipe.max_steps)
+    plan |= dict(steps_per_epoch=steps_per_epoch, first_epoch_extra=first_epoch_extra)
+    plan["probe_batches"] = None if keep_recipe else PROBE_STEPS
     if fit >= recipe.max_steps or keep_recipe:
         return TimeBudget(
             unplanned=keep_recipe,

@@ -33,7 +33,6 @@ from torch import Tensor, nn
 
 from annotated.budgets import (
     PROBE_STEPS,
-    PROBE_WARMUP,
     TimeBudget,
     fit_schedule,
     read_budget,
@@ -358,36 +357,47 @@ class StepHook:
 
 def measure_step_seconds(
     config: RunConfig, corpus: Corpus, batches: BatchPlan, device: torch.device
-) -> tuple[float, float]:
-    """(seconds per step, the probe's total seconds) of this run's training step on this machine.
+) -> tuple[float, float, float]:
+    """This run's training step on this machine: (seconds per step, what a step costs more on
+    average in the run's first epoch, the probe's total seconds).
 
-    A throwaway copy of the run's model trains PROBE_WARMUP + PROBE_STEPS steps through chapter 3's
-    `train`, on batches spread over the first epoch (short and long sentences alike), with the
-    run's precision, dropout and optimizer; the first PROBE_WARMUP steps are not timed (memory and
-    kernels are set up then). Nothing of it is kept: the run itself starts from its seed. Under
-    torch.distributed every process probes, and all plan with the mean of their times.
+    A throwaway copy of the run's model trains through chapter 3's `train` on PROBE_STEPS batches
+    spread over the first epoch (short and long sentences alike), with the run's precision, dropout
+    and optimizer, twice over: the same batches in the same order. A step on a batch shape the
+    process meets for the first time costs more (kernels are chosen and set up for it, memory is
+    allocated), and the run meets its shapes for the first time in its first epoch only; so the
+    second pass, on shapes met before, times the run's steady step. The first pass's excess over
+    it, per batch (the first one left out: it also sets up the process), is what a step on a new
+    batch costs more; the run's first epoch pays it on the batches the probe did not train (the
+    probe runs in the run's process, just before it). Nothing of it is kept: the run itself starts
+    from its seed. Under torch.distributed every process probes, and all plan with the mean of
+    their times.
     """
     rank, world = rank_and_world()
-    count = PROBE_WARMUP + PROBE_STEPS
-    spread = [i * batches.steps_per_epoch // count for i in range(count)]
+    spread = [i * batches.steps_per_epoch // PROBE_STEPS for i in range(PROBE_STEPS)]
     specials = shared_specials(corpus)
     model = new_model(config, corpus).to(device)
     trained = (
         nn.parallel.DistributedDataParallel(model, broadcast_buffers=False) if world > 1 else model
     )
     schedule = dataclasses.replace(
-        config.train_config(batches.steps_per_epoch), max_steps=count, cooldown=0
+        config.train_config(batches.steps_per_epoch), max_steps=2 * PROBE_STEPS, cooldown=0
     )
     history = train(
         trained,
-        lambda step: batches.step(spread[step], specials, rank, world),
+        lambda step: batches.step(spread[step % PROBE_STEPS], specials, rank, world),
         schedule,
         checkpoint=None,
         progress=False,
     )
-    timed, total = history.seconds.iloc[PROBE_WARMUP:].sum(), history.seconds.sum()
-    timed, total = sum_over_processes([timed, total], device)
-    return timed / world / PROBE_STEPS, total / world
+    seconds = history.seconds.tolist()
+    first, second = seconds[:PROBE_STEPS], seconds[PROBE_STEPS:]
+    excess = [once - twice for once, twice in zip(first[1:], second[1:], strict=True)]
+    steady = sum(second) / PROBE_STEPS
+    unmet = 1 - len(set(spread)) / batches.steps_per_epoch  # the first epoch's new batches' share
+    extra = max(sum(excess) / len(excess), 0.0) * unmet
+    steady, extra, total = sum_over_processes([steady, extra, sum(seconds)], device)
+    return steady / world, extra / world, total / world
 
 
 def time_budget(
@@ -414,15 +424,16 @@ def time_budget(
         return budget
     history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
     if history:  # a run begun before plans existed: it stays its recipe
-        seconds, probe = sum(row["seconds"] for row in history) / len(history), 0.0
+        seconds, extra, probe = sum(row["seconds"] for row in history) / len(history), 0.0, 0.0
     else:
-        seconds, probe = measure_step_seconds(config, corpus, batches, device)
+        seconds, extra, probe = measure_step_seconds(config, corpus, batches, device)
     budget = fit_schedule(
         config,
         batches.steps_per_epoch,
         seconds,
         probe,
         keep_recipe=bool(history),  # a checkpoint is tied to the recipe's schedule
+        first_epoch_extra=extra,
         machine=describe_machine(),
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from annotated.budgets import fit_schedule
+from annotated.budgets import PROBE_STEPS, fit_schedule
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import cooled_rate, rate
 from annotated.ch06_decoding import DecodeConfig
@@ -252,7 +252,8 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0))
     run = train_multi30k(config, tmp_path, progress=True, corpus=corpus)
     plan = run.budget
-    assert plan.shortened and plan.seconds_per_step == 1.0 and plan.probe_seconds == 27.0
+    assert plan.shortened and plan.seconds_per_step == 1.0 and plan.first_epoch_extra == 0.0
+    assert plan.probe_seconds == 2 * PROBE_STEPS  # its batches twice, at a second a step
     assert "of the recipe's" in capsys.readouterr().out
     last = int(run.history.step.max())
     assert last == plan.steps == run.config.train_config(plan.steps_per_epoch).max_steps
@@ -278,8 +279,9 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     from annotated.ch07_multi30k import train_multi30k
 
     config = _budget_run_config()
-    # The machine is three times slower once the plan is made (the probe is 27 steps).
-    monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0 if step < 27 else 3.0))
+    # The machine is three times slower once the plan is made (the probe trains its batches twice).
+    probe = 2 * PROBE_STEPS
+    monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0 if step < probe else 3.0))
     run = train_multi30k(config, tmp_path, progress=False, corpus=corpus)
     stopped = int(run.history.step.max())
     assert stopped < run.budget.steps and run.budget.stopped_at == stopped

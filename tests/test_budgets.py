@@ -1,0 +1,174 @@
+"""The time budget's throughput probe (`runs.measure_step_seconds`, through `runs.time_budget`),
+on a simulated machine whose step costs more on a batch shape it meets for the first time."""
+
+import dataclasses
+import json
+import random
+
+import pytest
+import torch
+
+from annotated import ch03_training
+from annotated.budgets import PROBE_STEPS, TimeBudget, fit_schedule, read_budget, steps_that_fit
+from annotated.ch05_text import SPECIALS, BatchPlan, Corpus, Vocab, step_shard
+from annotated.runs import RunConfig, time_budget
+
+WARM = 0.5  # seconds of a step on batch shapes the machine has met before
+FIRST_TIME = 3.0  # how many times dearer a micro-batch of a shape met for the first time is
+
+
+class _ShapeClock:
+    """A stand-in for chapter 3's `time` module, on a machine where a micro-batch costs WARM
+    seconds (shared among a step's micro-batches), FIRST_TIME times that on a shape met for the
+    first time in this process (kernels chosen and set up for it)."""
+
+    def __init__(self):
+        self.now, self.reads, self.pending, self.seen = 0.0, 0, 0.0, set()
+
+    def cost(self, shapes) -> float:
+        """What training micro-batches of these shapes costs now (they are met from now on)."""
+        seconds = 0.0
+        for shape in shapes:
+            seconds += WARM / len(shapes) * (1 if shape in self.seen else FIRST_TIME)
+            self.seen.add(shape)
+        return seconds
+
+    def perf_counter(self) -> float:
+        # chapter 3's loop reads the clock before a step's batches are made and after its update
+        self.reads += 1
+        if self.reads % 2 == 0:
+            self.now += self.pending
+        return self.now
+
+
+def _tiny_corpus(pairs=320, seed=0) -> Corpus:
+    rng = random.Random(seed)
+    words = tuple(f"w{i}" for i in range(20))
+    vocab = Vocab(SPECIALS + words, {})
+    ids = [
+        (
+            [rng.randrange(4, len(vocab)) for _ in range(rng.randint(2, 16))],
+            [rng.randrange(4, len(vocab)) for _ in range(rng.randint(2, 16))],
+        )
+        for _ in range(pairs)
+    ]
+    return Corpus(vocab, vocab, {}, {"train": ids})
+
+
+def _tiny_recipe(**changes) -> RunConfig:
+    """A 20-epoch recipe on a tiny model (it trains its probe in about a second)."""
+    fields = dict(
+        vocab_size=None,
+        max_tokens=64,
+        N=1,
+        d_model=16,
+        d_ff=32,
+        h=2,
+        warmup=20,
+        steps=None,
+        epochs=20,
+        cooldown_epochs=10.0,
+        evals_per_epoch=8,
+        average_last=2,
+        precision="fp32",
+    )
+    return RunConfig(**{**fields, **changes})
+
+
+def _plan_and_run(config, tmp_path, monkeypatch):
+    """Plan `config`'s budget with the probe on the simulated machine, then 'train' the planned
+    steps on it: (the plan, the seconds the probe took, the seconds of each of the run's steps)."""
+    corpus = _tiny_corpus()
+    batches = BatchPlan.build(corpus.ids["train"], config.max_tokens, config.accumulate)
+    clock = _ShapeClock()
+    made = BatchPlan.step
+
+    def step(self, *args, **kwargs):  # the probe's batches, priced as chapter 3's loop meets them
+        micro_batches = made(self, *args, **kwargs)
+        clock.pending = clock.cost([(*b.src.shape, b.tgt_in.size(1)) for b in micro_batches])
+        return micro_batches
+
+    monkeypatch.setattr(ch03_training, "time", clock)
+    monkeypatch.setattr(BatchPlan, "step", step)
+    plan = time_budget(
+        config, tmp_path, corpus, batches, torch.device("cpu"), tmp_path / "none.pt", False
+    )
+    probe = clock.now
+    pairs, n = corpus.ids["train"], len(batches.batches)
+    run = []
+    for number in range(plan.steps):  # the shapes of the batches `BatchPlan.step` would make
+        chosen = step_shard(n, number, batches.per_step, batches.seed)
+        run.append(clock.cost([_shape(pairs, batches.batches[b]) for b in chosen]))
+    return plan, probe, run
+
+
+def _shape(pairs, indices) -> tuple[int, int, int]:
+    """(rows, source length, decoder input length) of the batch `make_batch` makes of them."""
+    return (
+        len(indices),
+        max(len(pairs[i][0]) for i in indices),
+        max(len(pairs[i][1]) for i in indices) + 1,  # <s> before the target
+    )
+
+
+def test_the_probe_measures_the_runs_steady_speed_not_its_first_meetings(tmp_path, monkeypatch):
+    # Ten minutes hold about half of the recipe's 20 epochs: the plan is shortened.
+    config = _tiny_recipe(max_minutes=10.0)
+    plan, probe, run = _plan_and_run(config, tmp_path, monkeypatch)
+    per_epoch = plan.steps_per_epoch
+    # The probe's speed is the machine's on shapes met before: the run's after its first epoch.
+    steady = sum(run[per_epoch:]) / len(run[per_epoch:])
+    assert steady == WARM
+    assert plan.seconds_per_step == pytest.approx(steady, rel=0.1)
+    assert plan.shortened and plan.steps > 5 * per_epoch
+    # The run's measured steps a minute, first epoch included, are the plan's within 10%...
+    measured = len(run) * 60 / sum(run)
+    planned = plan.steps * 60 / plan.training_seconds(plan.steps)
+    assert measured == pytest.approx(planned, rel=0.1)
+    # ...so the run and the probe fit the budget and use most of it.
+    assert 0.8 * 600 <= sum(run) + plan.probe_seconds <= 600
+    # The probe's time is all of its training steps' (spent from the budget), no more than the
+    # 27 first meetings the probe once timed cost.
+    assert plan.probe_seconds == pytest.approx(probe)
+    assert probe <= 27 * WARM * FIRST_TIME
+    assert f"measured over {PROBE_STEPS} steps, on batches trained once" in plan.describe(config)
+
+
+def test_a_short_budget_sets_aside_what_the_first_epoch_costs_more(tmp_path, monkeypatch):
+    # Three minutes hold about two epochs, the first of them on batch shapes new but for the
+    # probe's: planned at the steady speed alone, the run would take 1.4 times the time planned
+    # for it, and with the probe 1.2 times the budget, where a time limit stops it.
+    config = _tiny_recipe(max_minutes=3.0)
+    plan, _, run = _plan_and_run(config, tmp_path, monkeypatch)
+    assert 0.8 * 180 <= sum(run) + plan.probe_seconds <= 180
+    measured = len(run) * 60 / sum(run)
+    assert measured == pytest.approx(plan.steps * 60 / plan.training_seconds(plan.steps), rel=0.1)
+    assert plan.shortened and plan.steps < 3 * plan.steps_per_epoch
+    assert plan.first_epoch_extra > 0.5 * WARM * (FIRST_TIME - 1)
+    assert "more a step in the first epoch" in plan.describe(config)
+
+
+def test_the_steps_that_fit_are_the_most_whose_time_fits():
+    # 40 steps an epoch, 0.5 s a step and 1 s more in the first epoch: it ends at 60 s.
+    plan = TimeBudget(
+        **_budget_fields(seconds_per_step=0.5, first_epoch_extra=1.0, steps_per_epoch=40)
+    )
+    for seconds in (1.0, 30.0, 59.5, 60.0, 61.0, 300.0):
+        fit = steps_that_fit(seconds, 0.5, 1.0, steps_per_epoch=40)
+        assert plan.training_seconds(fit) <= seconds < plan.training_seconds(fit + 1)
+
+
+def _budget_fields(**changes):
+    plan = fit_schedule(_tiny_recipe(max_minutes=60.0), 40, seconds_per_step=0.5)
+    return {**dataclasses.asdict(plan), **changes}
+
+
+def test_a_plan_kept_from_the_probe_of_first_meetings_still_loads_and_says_so(tmp_path):
+    kept = _budget_fields()
+    del kept["first_epoch_extra"], kept["probe_batches"]
+    (tmp_path / "plan.json").write_text(json.dumps(kept))
+    plan = read_budget(tmp_path)
+    assert plan.first_epoch_extra == 0.0 and plan.probe_batches is None
+    assert plan.training_seconds(100) == 100 * plan.seconds_per_step
+    said = plan.describe(_tiny_recipe(max_minutes=60.0))
+    assert "(measured over 24 steps):" in said and "trained once" not in said
