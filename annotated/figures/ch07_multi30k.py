@@ -12,6 +12,7 @@ from annotated.ch03_training import inference
 from annotated.ch04_copy_task import until_eos
 from annotated.ch06_decoding import Translator, greedy_decode_cached
 from annotated.figures import rounded
+from annotated.profiling import PARTS
 
 
 def training_chart(
@@ -133,4 +134,32 @@ def attention_map_chart(frame: pd.DataFrame) -> alt.HConcatChart:
         alt.hconcat(*charts)
         .add_params(layer, head)
         .properties(title="Attention weights for one test sentence (pick a layer and a head)")
+    )
+
+
+def step_profile_chart(profiles: pd.DataFrame) -> alt.Chart:
+    """Milliseconds per training step, by part, before and after the fast path (one bar each)."""
+    parts = list(PARTS)
+    frame = profiles.assign(
+        order=profiles.part.map(parts.index),
+        share=100
+        * profiles["ms per step"]
+        / profiles.groupby("step")["ms per step"].transform("sum"),
+    )
+    return (
+        alt.Chart(rounded(frame))
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(ms per step):Q", title="milliseconds per training step (CPU time)"),
+            y=alt.Y("step:N", sort=list(frame.step.unique()), title=None),
+            color=alt.Color(
+                "part:N",
+                sort=parts,
+                scale=alt.Scale(scheme="tableau10"),
+                legend=alt.Legend(orient="bottom", columns=2, title=None),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=["step", "part", "ms per step", alt.Tooltip("share:Q", format=".0f")],
+        )
+        .properties(width=560, height=90, title="Where a training step's time goes")
     )
