@@ -114,8 +114,9 @@ bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%;
 train-multi30k: $(STAMP)  ## train chapter 7's German-English model (25 to 55 training minutes on 2 CPU cores, a budget of 60; resumes if stopped)
 	$(PY) -m annotated.train multi30k
 
-bench-multi30k: $(STAMP)  ## benchmark: training speed vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json
-	$(PY) benchmarks/bench_multi30k.py
+# BENCH_ARGS="--against ../start" also times an earlier checkout's step (a git worktree of it).
+bench-multi30k: $(STAMP)  ## benchmark: the book's training step vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json
+	$(PY) benchmarks/bench_multi30k.py $(BENCH_ARGS)
 
 train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 sample (20 minutes on 2 CPU cores)
 	$(PY) -m annotated.train wmt --profile sample

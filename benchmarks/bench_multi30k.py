@@ -1,15 +1,20 @@
-"""Multi30k (chapter 7): training speed against nn.Transformer, the run's BLEU, decoding speed.
+"""Multi30k (chapter 7): the run's BLEU and minutes, the speed of its training step, decoding speed.
 
-    python benchmarks/bench_multi30k.py [--profile full|smoke] [--rounds 4] [--batches 8]
+    python benchmarks/bench_multi30k.py [--profile full|smoke] [--steps 48] [--rounds 3]
+                                        [--no-compile] [--against TREE]
 
 1. The training run itself: `train_multi30k` in runs/multi30k-<profile> (resumed if stopped, just
    loaded if finished; a fresh clone trains for the full hour). Minutes of training to reach
-   validation BLEU 30 and 35 come from its evaluation log; the final test scores from `final_scores`.
-2. Training throughput of our model and of `torch.nn.Transformer` of the same size (same
-   embeddings, output layer, block order (pre- or post-norm), loss, optimizer, bf16 autocast), on
-   the same batches, in alternating rounds in this one process, so that machine load affects both
-   alike. Achieved FLOP/s of our
-   step (counted by torch.utils.flop_counter) against the bf16 matrix-product peak measured here.
+   validation BLEU 30 and 35 come from its evaluation log; the final test scores from `final_scores`;
+   the run's own target tokens per second from its history.
+2. The book's own training step (chapter 3's `train_step`, as the run takes it) against
+   `torch.nn.Transformer` of the same size given the same loss, optimizer, precision and dropout,
+   on a sample of the run's own steps (`step_speed.py`), in alternating rounds in this one process.
+   Achieved FLOP/s of our step (counted by torch.utils.flop_counter) against the matrix-product
+   peak measured here, for square products and for the model's own shapes. Then both compiled
+   (`torch.compile`, the compile seconds apart; `--no-compile` skips it). With `--against TREE`
+   (a git worktree of an earlier commit), the same measurement with that checkout's code, in
+   separate processes alternating with this one's: the speed-up since then.
 3. Decoding speed on test_2016_flickr: cached batched greedy and beam search, and chapter 4's
    one-sentence, full-recompute greedy decoder on the same sentences.
 
@@ -20,151 +25,138 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
+import step_speed
 import torch
 from common import Timing, describe, write_results
-from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from annotated.ch02_model import Embeddings, PositionalEncoding, count_parameters, make_model
-from annotated.ch03_training import autocast, label_smoothing_loss, make_optimizer, use_fast_dropout
+from annotated.ch03_training import autocast, use_bf16
 from annotated.ch04_copy_task import greedy_decode
-from annotated.ch05_text import make_batch, padding_fraction, token_batches
+from annotated.ch05_text import padding_fraction, token_batches
 from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
+from annotated.fast_step import smoothed_kl
 from annotated.runs import RUNS_DIR, final_scores, saved_scores
 from annotated.threads import use_fair_threads
 
 CPU = torch.device("cpu")
 
 
-class TorchTransformer(nn.Module):
-    """nn.Transformer with our embeddings, positional encoding and tied output layer around it."""
-
-    def __init__(self, config) -> None:
-        super().__init__()
-        self.config = config
-        self.src_embed = nn.Sequential(
-            Embeddings(config.src_vocab, config.d_model),
-            PositionalEncoding(config.d_model, config.p_drop),
-        )
-        self.tgt_embed = nn.Sequential(
-            Embeddings(config.tgt_vocab, config.d_model),
-            PositionalEncoding(config.d_model, config.p_drop),
-        )
-        self.transformer = nn.Transformer(
-            config.d_model,
-            config.h,
-            config.N,
-            config.N,
-            config.d_ff,
-            config.p_drop,
-            batch_first=True,
-            norm_first=config.norm_first,
-        )
-        self.generator = nn.Linear(config.d_model, config.tgt_vocab)
-        self.generator.weight = self.tgt_embed[0].lut.weight
-        if config.share_embeddings:  # one vocabulary: one matrix, as in our model
-            self.src_embed[0].lut.weight = self.tgt_embed[0].lut.weight
-
-    def forward(self, src, tgt, src_mask, tgt_mask):
-        # nn.Transformer's boolean masks mean the opposite of ours: True = may not attend.
-        src_pad = ~src_mask[:, 0]
-        causal = torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool).triu(1)  # True: masked
-        out = self.transformer(
-            self.src_embed(src),
-            self.tgt_embed(tgt),
-            tgt_mask=causal,
-            src_key_padding_mask=src_pad,
-            memory_key_padding_mask=src_pad,
-            tgt_key_padding_mask=~tgt_mask[:, -1],  # the last row: every non-pad key
-            tgt_is_causal=True,
-        )
-        return self.generator(out)
-
-
-def train_seconds(model, optimizer, scheduler, batches, eps_ls) -> float:
-    """Wall seconds for one optimizer step on each batch (bf16 autocast, our loss)."""
-    model.train()
-    started = time.perf_counter()
-    for batch in batches:
-        with autocast("auto", CPU):
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        loss = label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls)
-        (loss / batch.n_tokens).backward()
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-    return time.perf_counter() - started
-
-
-def step_flops(model, batch, eps_ls) -> int:
-    """Floating-point operations of one forward and backward pass (matrix products dominate)."""
+def step_flops(model, steps, eps_ls) -> int:
+    """Floating-point operations of the steps' forward and backward passes (as the run does them)."""
     with FlopCounterMode(display=False) as counter:
-        with autocast("auto", CPU):
-            logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        label_smoothing_loss(logits, batch.tgt_out, batch.pad, eps_ls).backward()
+        for micro_batches in steps:
+            for batch in micro_batches:
+                with autocast("auto", CPU):
+                    logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+                smoothed_kl(logits, batch.tgt_out, batch.pad, eps_ls).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 
 
-def bf16_matmul_peak(size: int = 2048, repeats: int = 20) -> float:
-    """FLOP/s of large bf16 matrix products on this machine, now."""
-    a = torch.randn(size, size, dtype=torch.bfloat16)
-    b = torch.randn(size, size, dtype=torch.bfloat16)
+def matmul_flops_per_s(rows: int, inner: int, cols: int, dtype, repeats: int = 20) -> float:
+    """FLOP/s of (rows x inner) @ (inner x cols) products in `dtype` on this machine, now."""
+    a, b = torch.randn(rows, inner, dtype=dtype), torch.randn(inner, cols, dtype=dtype)
     for _ in range(3):
         a @ b
     started = time.perf_counter()
     for _ in range(repeats):
         a @ b
-    return 2 * size**3 * repeats / (time.perf_counter() - started)
+    return 2 * rows * inner * cols * repeats / (time.perf_counter() - started)
 
 
-def throughput(run, rounds: int, n_batches: int) -> dict:
-    """Our model against nn.Transformer, same size, same batches, alternating rounds."""
-    config, corpus = run.config, run.corpus
-    pairs = corpus.ids["train"][: config.train_pairs]
-    plan = token_batches(pairs, config.max_tokens, config.seed)
-    # Batches spread over the length range, as an epoch mixes them.
-    picks = [plan[round(i * (len(plan) - 1) / max(1, n_batches - 1))] for i in range(n_batches)]
-    batches = [make_batch([pairs[i] for i in b], corpus.tgt_vocab.specials) for b in picks]
-    tokens = sum(b.n_tokens for b in batches)
-    model_config = run.translator.model.config
-    torch.manual_seed(0)
-    ours = use_fast_dropout(make_model(model_config))
-    torch.manual_seed(0)
-    theirs = TorchTransformer(model_config)
-    train_config = config.train_config(len(plan))
-    optimizers = {
-        name: make_optimizer(m, train_config) for name, m in (("ours", ours), ("theirs", theirs))
+def matmul_peaks(model_config, tokens: int) -> dict:
+    """The achievable FLOP/s of square products, and of the model's own products at `tokens` rows."""
+    dtype = torch.bfloat16 if use_bf16("auto", CPU) else torch.float32
+    d, d_ff, vocab = model_config.d_model, model_config.d_ff, model_config.tgt_vocab
+    shapes = {
+        "square 2048": (2048, 2048, 2048),
+        f"({tokens} x {d}) @ ({d} x {d_ff}): feed-forward in": (tokens, d, d_ff),
+        f"({tokens} x {d_ff}) @ ({d_ff} x {d}): feed-forward out": (tokens, d_ff, d),
+        f"({tokens} x {d}) @ ({d} x {d}): attention projections": (tokens, d, d),
+        f"({tokens} x {d}) @ ({d} x {vocab}): output layer": (tokens, d, vocab),
     }
-    models = {"ours": ours, "theirs": theirs}
-    for name in models:  # warm up kernels and the allocator
-        train_seconds(models[name], *optimizers[name], batches[:2], config.eps_ls)
-    seconds = {"ours": [], "theirs": []}
-    for round_ in range(rounds):
-        for name in ("ours", "theirs") if round_ % 2 == 0 else ("theirs", "ours"):
-            seconds[name].append(
-                train_seconds(models[name], *optimizers[name], batches, config.eps_ls)
-            )
-    ours_s, theirs_s = statistics.median(seconds["ours"]), statistics.median(seconds["theirs"])
-    flops = sum(step_flops(ours, b, config.eps_ls) for b in batches)
-    peak = bf16_matmul_peak()
+    peaks = {name: round(matmul_flops_per_s(*shape, dtype)) for name, shape in shapes.items()}
+    return {"dtype": str(dtype).removeprefix("torch."), "flops_per_s": peaks}
+
+
+def starting_point(tree: Path, args) -> dict:
+    """step_speed.py with this checkout and with `tree` (an older one), alternating: ABBA."""
+    script = Path(__file__).with_name("step_speed.py")
+    command = [sys.executable, str(script), "--steps", str(args.steps), "--rounds", "2"]
+    trees = {"this": Path(__file__).resolve().parents[1], "start": tree.resolve()}
+    results: dict[str, list[dict]] = {"this": [], "start": []}
+    for which in ("this", "start", "start", "this"):
+        env = dict(os.environ, PYTHONPATH=str(trees[which]))
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+        results[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
+
+    def mean(which: str, name: str) -> float:
+        values = [r["target tokens/s"][name] for r in results[which]]
+        return round(statistics.mean(values), 1)
+
+    commit = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    this, start = mean("this", "ours"), mean("start", "ours")
     return {
-        "train_tokens_per_s": round(tokens / ours_s, 1),
-        "nn_transformer_tokens_per_s": round(tokens / theirs_s, 1),
-        "throughput_ratio_vs_nn_transformer": round(theirs_s / ours_s, 3),
-        "parameters_ours": count_parameters(ours),
-        "parameters_nn_transformer": count_parameters(theirs),
-        "achieved_flops_per_s": round(flops / ours_s),
-        "bf16_matmul_peak_flops_per_s": round(peak),
-        "flops_fraction_of_bf16_peak": round(flops / ours_s / peak, 4),
-        "throughput_batches": n_batches,
-        "throughput_target_tokens": tokens,
-        "throughput_rounds": rounds,
+        "commit": commit or str(tree),
+        "tokens_per_s": {"this": this, "start": start},
+        "nn_transformer_tokens_per_s": {
+            "this": mean("this", "nn.Transformer"),
+            "start": mean("start", "nn.Transformer"),
+        },
+        "ratio_vs_nn_transformer": {
+            which: round(mean(which, "ours") / mean(which, "nn.Transformer"), 3)
+            for which in ("this", "start")
+        },
+        "speedup": round(this / start, 3),
+        "runs": "this, start, start, this: a process each, the mean of each side's two",
     }
+
+
+def throughput(run, args) -> dict:
+    """The book's step against nn.Transformer's (step_speed.py), FLOP/s, matrix-product peaks."""
+    config, corpus = run.config, run.corpus
+    measured = step_speed.measure(config, corpus, args.steps, args.rounds)
+    steps, _ = step_speed.sample_steps(config, corpus, args.steps)
+    tokens = measured["target tokens"]
+    ours = tokens / measured["target tokens/s"]["ours"]  # seconds of the median round
+    flops = step_flops(step_speed.new_model(config, corpus), steps, config.eps_ls)
+    model_config = run.translator.model.config
+    largest = max(b.tgt_out.numel() for micro_batches in steps for b in micro_batches)
+    peaks = matmul_peaks(model_config, largest)
+    square = peaks["flops_per_s"]["square 2048"]
+    record = {
+        "train_tokens_per_s": measured["target tokens/s"]["ours"],
+        "nn_transformer_tokens_per_s": measured["target tokens/s"]["nn.Transformer"],
+        "throughput_ratio_vs_nn_transformer": measured["ratio to nn.Transformer"],
+        "parameters_ours": measured["parameters"]["ours"],
+        "parameters_nn_transformer": measured["parameters"]["nn.Transformer"],
+        "achieved_flops_per_s": round(flops / ours),
+        "bf16_matmul_peak_flops_per_s": square,
+        "flops_fraction_of_bf16_peak": round(flops / ours / square, 4),
+        "matmul_peaks": peaks,
+        "throughput_steps": measured["steps"],
+        "throughput_target_tokens": tokens,
+        "throughput_rounds": measured["rounds"],
+    }
+    if args.compile:
+        try:
+            record["compiled"] = step_speed.measure(config, corpus, args.steps, 1, compiled=True)
+        except Exception as error:  # noqa: BLE001  (a machine where compiling fails: say so)
+            record["compiled"] = {"failed": f"{type(error).__name__}: {error}"[:300]}
+    if args.against:
+        record["starting_point"] = starting_point(Path(args.against), args)
+    return record
 
 
 def decoding_speed(run, sentences: int) -> dict:
@@ -227,8 +219,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--profile", choices=["full", "smoke"], default=None)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--batches", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of the sample")
+    parser.add_argument("--steps", type=int, default=48, help="the run's steps in the sample")
+    parser.add_argument(
+        "--no-compile", dest="compile", action="store_false", help="skip the compiled step"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="TREE",
+        help="a checkout of an earlier commit (a git worktree): time its step too, alternating",
+    )
     parser.add_argument("--recompute-sentences", type=int, default=1000)
     args = parser.parse_args()
     timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
@@ -271,7 +271,7 @@ def main() -> None:
         "val_bleu_by_minute": run.evals[["train minutes", "val BLEU"]].values.tolist(),
         "padding_fraction": round(padding_fraction(train_pairs, plan), 4),
     }
-    record |= throughput(run, args.rounds, args.batches)
+    record |= throughput(run, args)
     record |= decoding_speed(run, args.recompute_sentences)
     record["timing"] = timing.stop()
     write_results("multi30k" if profile == "full" else f"multi30k-{profile}", record)
