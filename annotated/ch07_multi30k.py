@@ -131,9 +131,11 @@ from annotated.runs import (
 # resumed run follows it, and if the machine later becomes so slow that training passes 1.2 times
 # the budget, the run stops and says in capitals that its schedule did not finish.
 # `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
-# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 30.1
-# training minutes on the book's AMD EPYC (the benchmark record), and should take about 52 on a
-# two-core CPU without bf16 (an estimate); the README gives each kind of CPU. The validation BLEU
+# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 17.66
+# training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
+# training step of section 2; on an AMD EPYC, before it, 30.1), and should take about 52 on a
+# two-core CPU without bf16 (an estimate from before the fast step); the README gives each kind
+# of CPU. The validation BLEU
 # is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
@@ -148,8 +150,8 @@ from annotated.runs import (
 # word against a correct translation. The course page of the site has its figures and the syllabus.
 #
 # **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
-# twice its steps fit into the 54 minutes a budget of 60 plans; on an Intel Xeon with AMX, an
-# estimate from its long run, about 26), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
+# twice its steps fit into the 54 minutes a budget of 60 plans; on the Intel Xeon with AMX of the
+# benchmark record, 17.66), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
 # over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
 # one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against
@@ -296,6 +298,76 @@ def train_multi30k(
 # for threshold, minutes in milestones.items():
 #     reached = f"after {minutes:.1f} training minutes" if minutes == minutes else "not reached"
 #     print(f"validation BLEU {threshold} (greedy, last weights): {reached}")
+
+# %% [markdown]
+# ### Where a step's time goes
+#
+# The hour is about 3,000 repetitions of one training step, so every millisecond a step loses
+# costs the run three seconds, and halving the step halves the wait. Before changing anything,
+# measure. PyTorch's profiler (`torch.profiler`) records each operation a step runs and the CPU
+# time it took; `step_profiles` (in `annotated/profiling.py`) trains a fresh copy of this recipe's
+# model on eight of its own steps, once to set up memory and kernels and once under the profiler,
+# and adds the time up into six parts: the matrix products, the loss over the vocabulary (its
+# forward and backward operations), the dtype casts that bf16 autocast inserts, the optimizer, the
+# random draws of dropout, and everything else (element-wise work, layer norms, softmaxes,
+# masks, copies). It profiles two steps: first chapter 3's `train_step` with chapter 3's
+# `label_smoothing_loss` and chapter 1's `attention`, the formulas exactly as the book teaches
+# them; then the step this chapter trains with.
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# # (CPU times differ from machine to machine, and from run to run)
+# from annotated.figures.ch07_multi30k import step_profile_chart
+# from annotated.profiling import step_profiles
+#
+# profiles = step_profiles(config, run.corpus)
+# per_step = profiles.groupby("step", sort=False)["ms per step"].sum()
+# assert list(per_step.index) == ["chapter 3's formulas", "the book's step"]
+# assert set(profiles.part) == {"matrix products", "loss over the vocabulary", "dtype casts",
+#                               "optimizer", "dropout draws", "other element-wise work"}
+# step_profile_chart(profiles)
+
+# %% [markdown]
+# (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
+# a part for its milliseconds and its share of the step. What the first bar shows
+# is typical of a small model on a CPU: the matrix products, the one kind of work the hardware
+# is built for, take a minority of the step. The largest tensor a step makes is the logits, one
+# row per target token and one column per word of the vocabulary, about 3,000 × 6,190 numbers.
+# Chapter 3's loss reads or writes a tensor of that size at every operation: the widening to
+# float32, the selection of the non-pad rows (a copy), the log-softmax, the gather and the sums.
+# Autograd then differentiates each operation on its own and builds a full-size gradient for
+# each, mostly zeros (the gather's gradient is a tensor of zeros with one number per row filled
+# in), before adding them up. None of these tensors fits in a CPU's cache, so each pass runs at
+# the speed of memory rather than of arithmetic.
+#
+# What the book's step does instead, without changing what the model computes
+# (`annotated/fast_step.py`; `tests/test_fast_step.py` checks each against the formula it
+# replaces):
+#
+# * **The loss with its gradient written out.** The gradient of $KL(q \,\|\, \mathrm{softmax}(z))$
+#   with respect to the logits $z$ is simply $\mathrm{softmax}(z) - q$. `smoothed_kl` computes
+#   chapter 3's loss from each row's log-sum-exp and three sums, and its backward pass writes
+#   $\mathrm{softmax}(z) - q$ straight into the gradient, 64 rows at a time so that each block
+#   stays in the cache. No boolean selection, no widened copy of all the logits, no tensors of
+#   zeros. In float64 it agrees with `label_smoothing_loss`, value and gradient, to $10^{-12}$.
+# * **Fused attention where it pays.** When nobody asks for the weights, `MultiHeadAttention`
+#   hands equation 1 to PyTorch's `F.scaled_dot_product_attention`, one kernel that never keeps
+#   the weights; chapter 1's `attention` and the fused kernel agree to $10^{-12}$ in float64. It
+#   does so in float32 and float64 and on GPUs (`fused_attention_pays` in chapter 1): in bfloat16
+#   on a CPU, PyTorch's fused kernel took four to five times as long as chapter 1's at this
+#   chapter's sentence lengths, so there chapter 1's code runs.
+#
+# Two ideas were measured and left out. Compiling the model (`torch.compile`) fuses the
+# element-wise work into fewer passes, but on this CPU in bfloat16 the compiled step was slower
+# than the plain one, before counting its compile time (the benchmark below records both). And
+# an output layer computed block by block with the loss, so that the logits never exist whole,
+# must compute the product twice (once for the loss, once for its gradient): measured alone, the
+# output layer and loss took longer that way (101 ms against 75 for a 3,000-token batch). The benchmark
+# (`benchmarks/step_speed.py`, run by `make bench-multi30k`) times chapter 3's `train` on a
+# sample of this run's own steps, for this step and for `nn.Transformer` given the same loss,
+# optimizer, precision and dropout, and for the book as it was before this fast path; the README
+# has the figures for each kind of CPU.
+
 
 # %% [markdown]
 # ## 3. How good is it?
@@ -601,16 +673,17 @@ def traced_search(
 #   in our budget they cost more than they gained.
 #
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
-# seed, batches and 3,040 steps above, on a 2-core AMD EPYC (AVX-512 with bf16 instructions, so
-# training ran under bf16 autocast), the same kind of machine as the book's benchmark record
-# (`benchmarks/results/multi30k.json`). Its scores are the record's to the last digit: on one kind
-# of CPU with the same thread count, the recipe is deterministic. Its minutes are not a timing,
-# since the machine did other work during part of the run; the record's are: 30.1 training minutes,
-# made alone, and the README gives the time on other kinds of CPU. Another machine adds the bf16
-# products in another order (and fp32 is another arithmetic again), so its run parts ways with this
-# one in the last bits within the first steps and ends as a second sample of the same recipe, a few
-# tenths of a point away: the same recipe trained with one thread instead of two scored 40.2 with
-# beam search and 39.7 greedy.
+# seed, batches and 3,040 steps above, on a 2-core Intel Xeon with AMX (bf16 instructions, so
+# training ran under bf16 autocast), alone: the run of the book's benchmark record
+# (`benchmarks/results/multi30k.json`), whose figures are this notebook's: 17.66 training minutes,
+# made alone, and 40.45 with beam search on the 2016 test set. On one kind of CPU with the same
+# thread count the recipe is deterministic, so the same command there gives these scores to the
+# last digit. Another machine adds the bf16 products in another order (and fp32 is another
+# arithmetic again), so its run parts ways with this one in the last bits within the first steps
+# and ends as a second sample of the same recipe, a few tenths of a point away: on the book's AMD
+# EPYC (the record of commit 3946b58, before the fast step) the same recipe scored 40.13 with beam
+# search and 39.25 greedy, and trained with one thread
+# instead of two it scored 40.2 and 39.7.
 #
 # How this recipe was found, run by run (pre-norm against post-norm, words against subwords,
 # fixed against rising dropout, three layers against two, 20 epochs against 40), and what to try
