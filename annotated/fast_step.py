@@ -99,4 +99,3 @@ def smoothed_kl(logits: Tensor, target: Tensor, pad: int, eps_ls: float) -> Tens
             f"{tuple(logits.shape)}: one target id per row of logits"
         )
     return _SmoothedKL.apply(logits.reshape(-1, vocab), target.reshape(-1), pad, eps_ls)
-

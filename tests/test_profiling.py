@@ -27,7 +27,9 @@ def tiny_step(loss):
     labelled = profiling.labelled_loss(loss)
 
     def step(index: int) -> None:
-        train_step(model, [batch], optimizer, scheduler, train_config, index + 1, LossScaling(), labelled)
+        train_step(
+            model, [batch], optimizer, scheduler, train_config, index + 1, LossScaling(), labelled
+        )
 
     return step
 

@@ -33,6 +33,8 @@ PACKAGED_RECORDS = ROOT / "annotated" / "results"  # chapter 9's Table 3 record 
 def record_file(name: str) -> Path:
     """A record named in quoted.toml: in benchmarks/results/, or in the package's results/."""
     return RECORDS / name if (RECORDS / name).is_file() else PACKAGED_RECORDS / name
+
+
 NUMBER = r"[-−]?\d[\d,]*(?:\.\d+)?"  # 4,532 or 40.13 or 0.75 (a comma groups thousands)
 
 
