@@ -25,6 +25,16 @@ from torch import Tensor
 ROWS = 64  # rows of logits per block: 64 x 6,190 float32 numbers (1.6 MB) stay in the core's cache
 
 
+def block_rows(logits: Tensor) -> int:
+    """Rows of `logits` per block: ROWS on a CPU, all of them elsewhere.
+
+    Blocks keep a CPU's work inside its cache. On a GPU each block is a handful of kernel
+    launches, and the launches are what cost: on an H200, chapter 7's loss in blocks of 64 rows
+    took 19.7 ms forward and backward, against 1.4 ms for chapter 3's `label_smoothing_loss`.
+    """
+    return ROWS if logits.device.type == "cpu" else max(logits.size(0), 1)
+
+
 def _xlogx(x: float) -> float:
     return x * math.log(x) if x > 0 else 0.0
 
@@ -44,8 +54,9 @@ class _SmoothedKL(torch.autograd.Function):
         real = target != pad  # (n,)
         lse = torch.empty(n, dtype=_compute_dtype(logits.dtype), device=logits.device)
         total = torch.zeros((), dtype=lse.dtype, device=logits.device)
-        for start in range(0, n, ROWS):
-            rows = slice(start, start + ROWS)
+        block = block_rows(logits)
+        for start in range(0, n, block):
+            rows = slice(start, start + block)
             z = logits[rows].to(lse.dtype)  # (rows, vocab)
             lse[rows] = torch.logsumexp(z, dim=-1)
             z_target = z.gather(1, target[rows].unsqueeze(1)).squeeze(1)
@@ -68,8 +79,9 @@ class _SmoothedKL(torch.autograd.Function):
         grad = torch.empty_like(logits)
         # Each real row's gradient is grad_total * (p - q); pad rows get 0.
         weight = (target != pad).to(lse.dtype) * grad_total.to(lse.dtype)  # (n,)
-        for start in range(0, logits.size(0), ROWS):
-            rows = slice(start, start + ROWS)
+        block = block_rows(logits)
+        for start in range(0, logits.size(0), block):
+            rows = slice(start, start + block)
             p = logits[rows].to(lse.dtype, copy=True)  # (rows, vocab), never the logits themselves
             p.sub_(lse[rows].unsqueeze(1)).exp_()  # softmax, from the forward's log-sum-exp
             p -= spread  # q = spread everywhere but the target and pad ...

@@ -50,6 +50,25 @@ def test_the_loss_and_its_gradient_equal_chapter_3s(eps_ls, rows):
     assert torch.all(gradient[target == PAD] == 0)  # pad rows get no gradient at all
 
 
+def test_blocks_of_rows_on_a_cpu_all_rows_at_once_elsewhere():
+    assert fast_step.block_rows(torch.empty(300, 11)) == fast_step.ROWS
+    # A GPU's tensor stands in as a meta tensor: no memory, but a device that is not the CPU.
+    assert fast_step.block_rows(torch.empty(300, 11, device="meta")) == 300
+    assert fast_step.block_rows(torch.empty(0, 11, device="meta")) == 1
+
+
+def test_one_block_of_all_rows_gives_the_same_loss_and_gradient(monkeypatch):
+    """What a GPU computes (every row in one block), checked on the CPU against chapter 3."""
+    monkeypatch.setattr(fast_step, "block_rows", lambda logits: max(logits.size(0), 1))
+    logits, target = case(300, 11)
+    plain = label_smoothing_loss(logits, target, PAD, 0.1)
+    (expected,) = torch.autograd.grad(plain, logits)
+    fast = fast_step.smoothed_kl(logits, target, PAD, 0.1)
+    (gradient,) = torch.autograd.grad(fast, logits)
+    torch.testing.assert_close(fast, plain, rtol=1e-12, atol=1e-10)
+    torch.testing.assert_close(gradient, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_the_gradient_is_softmax_minus_the_smoothed_targets():
     """d KL(q || softmax(z)) / dz = softmax(z) - q, row by row (pad rows: 0)."""
     logits, target = case(70, 9)
