@@ -38,6 +38,7 @@ import torch
 from common import Timing, describe, write_results
 from torch.utils.flop_counter import FlopCounterMode
 
+import annotated
 from annotated.ch03_training import autocast, use_bf16
 from annotated.ch04_copy_task import greedy_decode
 from annotated.ch05_text import padding_fraction, token_batches
@@ -96,6 +97,8 @@ def starting_point(tree: Path, args) -> dict:
     results: dict[str, list[dict]] = {"this": [], "start": []}
     for which in ("this", "start", "start", "this"):
         env = dict(os.environ, PYTHONPATH=str(trees[which]))
+        if annotated.ONEDNN_CACHE_FROM_BOOK:  # importing the book set it: each side sets its own
+            env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
         out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
         results[which].append(json.loads(out.stdout.strip().splitlines()[-1]))
 

@@ -188,3 +188,73 @@ def test_the_search_trains_only_missing_candidates_and_keeps_the_others_lines(
     assert [line["name"] for line in lines] == ["earlier", "two layers", "dropout from 0"]
     assert "[1/2] two layers\n    test2016 beam 1.0" in capsys.readouterr().out
     assert recipes.candidate_folder("two layers").parent == tmp_path / "runs" / "recipes"
+
+
+def test_the_starting_point_runs_with_the_environment_it_had(monkeypatch, tmp_path):
+    """`--against` runs an older checkout without the oneDNN cache that importing the book sets:
+    an older checkout that does not set it ran with oneDNN's default, and so it must be timed."""
+    import subprocess
+
+    bench = _bench_module("bench_multi30k")
+    seen = []
+    answer = json.dumps({"target tokens/s": {"ours": 2.0, "nn.Transformer": 1.0}})
+
+    def run(command, env=None, **kwargs):
+        if command[0] == "git":
+            return subprocess.CompletedProcess(command, 0, stdout="abc\n")
+        seen.append((env["PYTHONPATH"], env.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY")))
+        return subprocess.CompletedProcess(command, 0, stdout=answer + "\n")
+
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")
+    args = type("Args", (), {"steps": 2})()
+    monkeypatch.setattr(bench.annotated, "ONEDNN_CACHE_FROM_BOOK", True)
+    record = bench.starting_point(tmp_path, args)
+    assert [capacity for _, capacity in seen] == [None] * 4  # each side's import decides
+    assert [path for path, _ in seen].count(str(tmp_path.resolve())) == 2
+    assert record["speedup"] == 1.0
+    seen.clear()
+    monkeypatch.setattr(bench.annotated, "ONEDNN_CACHE_FROM_BOOK", False)  # the reader's choice
+    bench.starting_point(tmp_path, args)
+    assert [capacity for _, capacity in seen] == ["16384"] * 4
+
+
+def _bench_module(name: str):
+    """A module of benchmarks/, imported the way it runs (beside common.py)."""
+    import sys
+
+    sys.path.insert(0, str(PATH.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, PATH.parent / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(PATH.parent))
+    return module
+
+
+def test_the_gpu_benchmark_checks_run_here_on_the_cpu(monkeypatch):
+    """bench_gpu.py's checks, on the CPU in place of a GPU (this machine may have none): the
+    code runs, fused and plain attention agree, and the three losses are timed."""
+    import torch
+
+    bench = _bench_module("bench_gpu")
+    monkeypatch.setattr(bench, "CUDA", torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    rows = bench.attention_check()
+    assert len(rows) == 6 and not any(row["any NaN"] for row in rows)
+    assert max(max(r["output"], r["input gradient"], r["W_q gradient"]) for r in rows) < 1e-5
+    loss = bench.loss_check(tokens=40, vocab=30, repeats=1)
+    assert loss["float32: relative value difference"] < 1e-6
+    assert len(loss["ms per forward and backward (bf16 logits)"]) == 3
+    assert bench.fast_step.block_rows(torch.empty(300, 3)) == bench.fast_step.ROWS  # restored
+
+
+def test_the_gpu_benchmark_says_it_needs_a_gpu(monkeypatch):
+    import torch
+
+    bench = _bench_module("bench_gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("sys.argv", ["bench_gpu.py", "--no-train"])
+    with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+        bench.main()
