@@ -27,11 +27,13 @@ if TYPE_CHECKING:
 PLAN_FILE = "plan.json"
 # The throughput probe trains PROBE_STEPS batches twice (32 steps, about the cost of the 27 it
 # once took) and times the second pass. A step on a batch shape the process meets for the first
-# time costs more (its kernels are chosen and set up then): the likely reason why, on an idle Xeon,
-# a probe that timed only first meetings measured 90 steps a minute where the run then averaged
-# about 120. A run meets its shapes for the first time in its first epoch only, so the second pass
-# is its steady speed, and what the first pass cost more is set aside for the first epoch's steps
-# on batches the probe did not meet (`TimeBudget.first_epoch_extra`).
+# time costs more: oneDNN, which runs PyTorch's bf16 matrix products on a CPU, prepares its kernels
+# for the shape then. A run meets its shapes for the first time in its first epoch only, so the
+# second pass is its steady speed, and what the first pass cost more is set aside for the first
+# epoch's steps on batches the probe did not meet (`TimeBudget.first_epoch_extra`). That holds
+# only while oneDNN keeps the kernels: with its default cache of 1,024, smaller than the kernels of
+# one epoch, chapter 7's run prepared them afresh at every step and ran 1.5 times slower than the
+# probe measured, which is why importing the book enlarges the cache (annotated/__init__.py).
 PROBE_STEPS = 16
 # Plan for 90% of the budget. On a 2-core cloud CPU a step's cost wanders by several percent
 # between epochs: chapter 8's saved run, planned at 95%, found its steps 10% dearer than the probe

@@ -131,7 +131,7 @@ from annotated.runs import (
 # resumed run follows it, and if the machine later becomes so slow that training passes 1.2 times
 # the budget, the run stops and says in capitals that its schedule did not finish.
 # `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
-# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 17.66
+# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 11.76
 # training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
 # training step of section 2; on an AMD EPYC, before it, 30.1), and should take about 52 on a
 # two-core CPU without bf16 (an estimate from before the fast step); the README gives each kind
@@ -151,7 +151,7 @@ from annotated.runs import (
 #
 # **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
 # twice its steps fit into the 54 minutes a budget of 60 plans; on the Intel Xeon with AMX of the
-# benchmark record, 17.66), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
+# benchmark record, 11.76), the `long` profile (`python -m annotated.train multi30k --profile long`) spends
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
 # over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
 # one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against
@@ -159,9 +159,9 @@ from annotated.runs import (
 # against 37.8. Trained once each on an Intel Xeon with AMX, the two scored 40.61 / 39.50 (long)
 # and 40.51 / 39.63 (full): a tenth of a point either way. Two makings of one recipe already differ
 # by up to half a point, so the gain is within the noise of single runs; it would take several
-# seeds of each to measure it. The long profile took 52.2 training minutes on that Xeon, and 62
-# on the book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,300
-# steps; on a CPU without bf16 it compresses to about the full profile's length, and the full
+# seeds of each to measure it. The long profile took 52.2 training minutes on that Xeon before
+# the fast step of section 2 (twice the full profile's steps, so about 24 with it), and 62 on the
+# book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,300 steps; on a CPU without bf16 it compresses to about the full profile's length, and the full
 # profile is the better choice.
 
 
@@ -356,6 +356,30 @@ def train_multi30k(
 #   does so in float32 and float64 and on GPUs (`fused_attention_pays` in chapter 1): in bfloat16
 #   on a CPU, PyTorch's fused kernel took four to five times as long as chapter 1's at this
 #   chapter's sentence lengths, so there chapter 1's code runs.
+# * **Every kernel kept.** The profile times eight steps; a run takes 3,040, and before this
+#   change a run on the Xeon of the benchmark record averaged 0.35 s a step where the budget's
+#   probe (16 of its batches, trained twice) had measured 0.23. The difference lay outside the
+#   book's code. oneDNN, the library behind PyTorch's bfloat16 matrix products on a CPU, prepares
+#   a kernel for each shape of product it meets and keeps the last 1,024. This chapter's batches
+#   come in 152 shapes, and a step needs about fifteen kernels, so an epoch needs some 2,300: the
+#   cache never held the one a step needed, and every step prepared its kernels afresh. The
+#   profile's eight steps, or the probe's sixteen, never show this (they need a few hundred
+#   kernels); only the run did, by running slower than its probe. Importing the book raises
+#   oneDNN's capacity to 16,384 (`annotated/__init__.py`, through oneDNN's own variable
+#   `ONEDNN_PRIMITIVE_CACHE_CAPACITY`; `tests/test_onednn_cache.py` counts the kernels it finds
+#   again), and the run's steps after its first epoch cost 0.23 s instead of 0.35.
+#
+# **On a GPU** the same profile tells another story. On an NVIDIA H200 (PyTorch 2.11) a step of
+# this recipe took about 19 ms after the first epoch, and PyTorch's profiler showed the GPU idle
+# for most of it, waiting for the CPU to launch the next of the step's several hundred small
+# kernels. The profile there shows the CPU's time per part, which is then the time that counts,
+# and its largest part is the element-wise work, a launch for each small operation: fusing them
+# (`torch.compile`, CUDA graphs) is what would pay there. The loss in 64-row blocks, which suits
+# a CPU's cache, took 15.64 ms forward and backward on the H200 (its launches again) against 1.15
+# for chapter 3's `label_smoothing_loss`, so off the CPU `smoothed_kl` takes all the rows at
+# once: 0.92 ms. The full recipe trained there in 1.31 training minutes and scored 40.1 with beam
+# search and 39.26 greedy on the 2016 test set: one run, on other hardware and with other random
+# numbers (`make bench-gpu`, `benchmarks/results/gpu.json`).
 #
 # Two ideas were measured and left out. Compiling the model (`torch.compile`) fuses the
 # element-wise work into fewer passes, but on this CPU in bfloat16 the compiled step was slower
@@ -675,7 +699,7 @@ def traced_search(
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
 # seed, batches and 3,040 steps above, on a 2-core Intel Xeon with AMX (bf16 instructions, so
 # training ran under bf16 autocast), alone: the run of the book's benchmark record
-# (`benchmarks/results/multi30k.json`), whose figures are this notebook's: 17.66 training minutes,
+# (`benchmarks/results/multi30k.json`), whose figures are this notebook's: 11.76 training minutes,
 # made alone, and 40.45 with beam search on the 2016 test set. On one kind of CPU with the same
 # thread count the recipe is deterministic, so the same command there gives these scores to the
 # last digit. Another machine adds the bf16 products in another order (and fp32 is another

@@ -233,6 +233,7 @@ def _bench_module(name: str):
     return module
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
 def test_the_gpu_benchmark_checks_run_here_on_the_cpu(monkeypatch):
     """bench_gpu.py's checks, on the CPU in place of a GPU (this machine may have none): the
     code runs, fused and plain attention agree, and the three losses are timed."""
