@@ -1,6 +1,7 @@
 """Data sets for the book: checked files from a local mirror, the download cache, or the web.
 
-Each file a chapter needs is looked for in three places, in this order:
+Each file a chapter needs is looked for in three places, in this order (four for the book's own
+data, below):
 
 1. **A local mirror**: a folder given as `mirror=` or, when that is not given, by the environment
    variable `ANNOTATED_DATA_DIR`. The folder may hold the files itself, or a subfolder named after
@@ -12,6 +13,11 @@ Each file a chapter needs is looked for in three places, in this order:
 3. **The file's public URL**, downloaded into the cache: the bytes go to a temporary file beside
    the final one, are checked, and only then renamed into place, so an interrupted or failed
    download never leaves a partial file under the real name.
+
+The **book's own data**, chapter 8's WMT 2014 sample (`wmt14-toy-ende`), has no public home, so
+it ships with the book: in the checkout's `data/wmt14-toy-ende/` (committed, unlike the rest of
+`data/`) and in the wheel as package data (`annotated/data/wmt14-toy-ende/`). Those files are looked
+for first; a mirror or the cache can still provide them if the book's copy is missing.
 
 Every file is checked against its sha256 before use. Files whose checksum is published (the
 book carries it as a constant) are checked against that. For files with no published checksum,
@@ -62,7 +68,8 @@ class ChecksumMismatchError(ValueError):
 class RemoteFile:
     """One file of a data set: its name, its public URL and its sha256 (None: trust on first use).
 
-    A file with no URL is not published anywhere: only a mirror or the cache can provide it. A
+    A file with no URL is not published anywhere: only the book's own copy (`shipped`), a mirror
+    or the cache can provide it. A `shipped` file comes with the book (`shipped_data_dir`). A
     resumable file (a large archive) is downloaded into `<name>.part`, which survives a failed
     download so that the next attempt asks the server for the rest only.
     """
@@ -71,6 +78,14 @@ class RemoteFile:
     url: str | None
     sha256: str | None = None
     resumable: bool = False
+    shipped: bool = False
+
+
+def shipped_data_dir() -> Path:
+    """The folder of the data sets that ship with the book: the package's data/ in an installed
+    wheel, else the checkout's data/ (where git keeps only those files)."""
+    packaged = Path(__file__).resolve().parent / "data"
+    return packaged if packaged.is_dir() else REPO_ROOT / "data"
 
 
 def default_cache_dir() -> Path:
@@ -282,13 +297,28 @@ def verified_files(
     for file in files:
         expected = file.sha256.lower() if file.sha256 else recorded.get(file.name)
         origin = "published" if file.sha256 else f"recorded on first use in {sums_path}"
+        own = shipped_data_dir() / dataset / file.name
+        if file.shipped and own.is_file():
+            advice = (
+                f"The book's own copy is damaged: restore it (`git checkout -- {own}` in a "
+                "clone, or reinstall the book)."
+            )
+            _check(own, expected, "the book's record", advice)
+            found[file.name] = own
+            continue
         path = _local_copy(file, expected, origin, mirror_folder, mirror_given_by, cache_folder)
         if path is not None:
             found[file.name] = path
             continue
 
         if file.url is None:
-            missing.append((file, "not published online: only a local copy can provide it"))
+            why = "not published online: only a local copy can provide it"
+            if file.shipped:
+                why = (
+                    f"the book ships it as {own}, which is missing: restore it (`git checkout -- "
+                    f"{own.parent}` in a clone, or reinstall the book)"
+                )
+            missing.append((file, why))
             continue
         if not download:
             missing.append((file, "not downloaded: download=False"))
@@ -436,7 +466,8 @@ WMT14_SPLITS = ("train", "val", "test")  # val: newstest2013; test: newstest2014
 WMT14_LANGUAGES = ("en", "de")  # English source, German target
 
 # A 10,000-pair sample for CPU runs and CI (Moses-tokenized, with XML escapes; its test set is the
-# filtered newstest2014 of 2,737 sentences). It is not published online: it comes from a mirror.
+# filtered newstest2014 of 2,737 sentences). It is published nowhere else, so it ships with the book
+# (data/wmt14-toy-ende/, and the wheel's annotated/data/wmt14-toy-ende/; see the README there).
 WMT14_TOY = "wmt14-toy-ende"
 WMT14_TOY_SHA256 = {
     "train.en.gz": "c0e857043bbf047979114c15bfe11430ce8d11cfe2b8a08d64d3982ddb35a226",
@@ -590,7 +621,7 @@ def wmt14_paths(
         raise ValueError(f"unknown WMT14 variant {variant!r}: choose 'toy' or 'full'")
     files = {
         language: RemoteFile(
-            f"{split}.{language}.gz", None, WMT14_TOY_SHA256[f"{split}.{language}.gz"]
+            f"{split}.{language}.gz", None, WMT14_TOY_SHA256[f"{split}.{language}.gz"], shipped=True
         )
         for language in WMT14_LANGUAGES
     }
@@ -619,7 +650,8 @@ def read_wmt14(
 # --- One shared, read-only data folder for a class -----------------------------------------------
 
 # The data sets a class may need, by the name `prepare_class_folder` takes. Multi30k is published
-# (the default); the WMT sample comes only from a mirror; the full WMT data is several gigabytes.
+# (the default); the WMT sample ships with the book, so a class needs it only to read it from one
+# shared place; the full WMT data is several gigabytes.
 CLASS_SETS = ("multi30k", "wmt14-toy", "wmt14")
 BOOK_MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")  # the splits the chapters read
 
@@ -682,7 +714,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         choices=CLASS_SETS,
         default=["multi30k"],
-        help="data sets to include (default: multi30k; wmt14-toy needs --from; wmt14 is several GB)",
+        help="data sets to include (default: multi30k; wmt14-toy is copied from the book's own data; "
+        "wmt14 is several GB)",
     )
     parser.add_argument(
         "--from",

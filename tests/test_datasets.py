@@ -465,19 +465,52 @@ def test_the_real_files_verify_and_have_the_published_sizes(split, tmp_path):
 # --- WMT14 -------------------------------------------------------------------------------------
 
 
-def test_the_wmt14_sample_has_no_url_and_says_a_mirror_must_provide_it(tmp_path):
-    with pytest.raises(DataUnavailableError) as error:
-        datasets.read_wmt14("train", "toy", cache_dir=tmp_path / "cache")
-    message = str(error.value)
-    assert "train.en.gz" in message and "train.de.gz" in message
-    assert "not published online" in message and DATA_DIR_ENV in message
+def test_the_wmt14_sample_ships_with_the_book_and_needs_no_mirror_or_network(tmp_path):
+    # The real files, from the book's own data/ (no mirror: the fixture unsets it; no network).
+    own = datasets.shipped_data_dir() / datasets.WMT14_TOY
+    for split, count in datasets.WMT14_TOY_PAIRS.items():
+        paths = datasets.wmt14_paths(split, "toy", cache_dir=tmp_path / "cache")
+        assert {language: path.parent for language, path in paths.items()} == {"en": own, "de": own}
+        pairs = datasets.read_wmt14(split, "toy", cache_dir=tmp_path / "cache")
+        assert len(pairs) == count and all(en and de for en, de in pairs)
+    assert not (tmp_path / "cache").exists(), "nothing is copied or recorded"
+    # The digests the loader checks are the files' own, and data/'s README lists the same ones.
+    readme = (own / "README.md").read_text(encoding="utf-8")
+    for name, digest in datasets.WMT14_TOY_SHA256.items():
+        assert datasets.sha256_of(own / name) == digest
+        assert f"{digest}  {name}" in readme
     with pytest.raises(ValueError, match="unknown WMT14 split"):
         datasets.read_wmt14("dev", "toy")
     with pytest.raises(ValueError, match="variant"):
         datasets.read_wmt14("train", "medium")
 
 
-def test_the_wmt14_sample_is_read_from_a_mirror_and_checked(tmp_path, monkeypatch):
+def test_a_damaged_copy_of_the_books_own_data_is_refused_with_what_to_do(tmp_path, monkeypatch):
+    english, german = ["A b ."], ["E f ."]
+    blobs = {"val.en.gz": _gzip_lines(english), "val.de.gz": _gzip_lines(german)}
+    sums = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}
+    monkeypatch.setattr(datasets, "WMT14_TOY_SHA256", sums)
+    monkeypatch.setattr(datasets, "shipped_data_dir", lambda: tmp_path / "book")
+    own = _write(tmp_path / "book" / "wmt14-toy-ende", blobs)
+    assert datasets.read_wmt14("val", "toy", cache_dir=tmp_path / "c") == [("A b .", "E f .")]
+    (own / "val.de.gz").write_bytes(_gzip_lines(["E f !"]))
+    with pytest.raises(ChecksumMismatchError) as error:
+        datasets.read_wmt14("val", "toy", cache_dir=tmp_path / "c")
+    assert "book's own copy" in str(error.value) and "git checkout" in str(error.value)
+
+
+def test_without_the_books_copy_the_sample_says_how_to_restore_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "shipped_data_dir", lambda: tmp_path / "book")
+    with pytest.raises(DataUnavailableError) as error:
+        datasets.read_wmt14("train", "toy", cache_dir=tmp_path / "cache")
+    message = str(error.value)
+    assert "train.en.gz" in message and "train.de.gz" in message
+    assert "the book ships it" in message and "reinstall the book" in message
+    assert DATA_DIR_ENV in message  # a mirror can still stand in
+
+
+def test_without_the_books_copy_the_sample_is_read_from_a_mirror_and_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "shipped_data_dir", lambda: tmp_path / "book")
     english, german = ["A b .", "C &apos;d ."], ["E f .", "G h ."]
     blobs = {"val.en.gz": _gzip_lines(english), "val.de.gz": _gzip_lines(german)}
     sums = {name: hashlib.sha256(data).hexdigest() for name, data in blobs.items()}

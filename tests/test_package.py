@@ -36,6 +36,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from annotated.datasets import WMT14_SPLITS, WMT14_TOY_PAIRS
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 NAME, VERSION = PROJECT["name"], PROJECT["version"]
@@ -45,8 +47,8 @@ COLAB = ("numpy", "pandas", "altair", "ipykernel", "nbclient")
 NOT_PREINSTALLED = ("annotated-transformer-book", "spacy", "sacrebleu", "sentencepiece")
 FIRST_LINE = f"The book's code: {NAME} {VERSION}.\n"
 INSTEAD = (
-    f"Could not install the book's code: run `pip install {NAME}=={VERSION}` "
-    "(in a clone of the book: `make setup`), then restart the kernel."
+    "Work in a clone of the book instead (`make lab` there opens the chapters), or install a "
+    "clone here (`pip install -e path/to/clone`) and restart the kernel."
 )
 
 pytestmark = pytest.mark.registry
@@ -255,7 +257,13 @@ def test_the_wheel_holds_the_package_and_its_data(reader):
         "annotated/figures/ch01_attention.py" in names
         and "annotated/exercises/__init__.py" in names
     )
-    assert not [n for n in names if n.endswith(".lock") or n.endswith(".tmp") or "/data/" in n]
+    assert not [n for n in names if n.endswith(".lock") or n.endswith(".tmp")]
+    # Of data/, the wheel carries the book's own data set only (chapter 8's WMT sample), whole.
+    sample = [
+        f"annotated/data/wmt14-toy-ende/{s}.{lang}.gz" for s in WMT14_SPLITS for lang in "en de"
+    ]
+    data = sorted(n for n in names if "/data/" in n)
+    assert data == sorted([*sample, "annotated/data/wmt14-toy-ende/README.md"]), data
     meta = zipfile.ZipFile(wheel).read(f"{WHEEL_NAME}-{VERSION}.dist-info/METADATA").decode()
     for field in ("Name: annotated-transformer-book", "License-Expression: MIT", "Summary: "):
         assert field in meta
@@ -310,6 +318,33 @@ def test_chapter_1_downloaded_runs_to_its_end_installing_the_book(reader, tmp_pa
     _installed_from_the_wheel(reader)
     for name in NOT_PREINSTALLED[1:]:
         assert reader.has(name), f"installing the book should have brought {name}"
+
+
+def test_the_installed_book_reads_chapter_8s_sample_from_its_own_files(reader, tmp_path):
+    # No mirror and no checkout: the wheel's package data are the only copy there is.
+    (wheel,) = reader.dist.glob("*.whl")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = reader.env(home)
+    env.pop("ANNOTATED_DATA_DIR", None)
+    installed = pip(reader.python, "install", "-q", str(wheel), env=env)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    script = (
+        "from annotated import datasets\n"
+        "for split in datasets.WMT14_SPLITS:\n"
+        "    paths = datasets.wmt14_paths(split)\n"
+        "    print(split, len(datasets.read_wmt14(split)), paths['en'].parent)\n"
+    )
+    done = subprocess.run(
+        [str(reader.python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split(" ", 2) for line in done.stdout.splitlines()]
+    assert [(split, int(count)) for split, count, _ in lines] == list(WMT14_TOY_PAIRS.items())
+    assert {Path(folder).parts[-3:] for _, _, folder in lines} == {
+        ("annotated", "data", "wmt14-toy-ende")
+    }
+    assert not (home / ".cache").exists(), "nothing downloaded or copied"
 
 
 def test_chapter_7_downloaded_runs_its_smoke_profile_to_its_end(reader, tmp_path):
