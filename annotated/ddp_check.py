@@ -5,12 +5,14 @@
 Every process builds the same small model (float64, dropout off) and the same synthetic sentence pairs,
 cut into token batches; each step takes `accumulate` x processes batches, shared out by chapter
 5's `BatchPlan`, and chapter 3's `train` runs with the model wrapped in DistributedDataParallel
-when there is more than one process. Process 0 writes the final checkpoint to OUT.
+when there is more than one process. Process 0 writes the final checkpoint to OUT, and beside it
+(OUT with the suffix .json) the process group's backend and the device the processes trained on.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
@@ -22,6 +24,8 @@ from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import TrainConfig, train
 from annotated.ch05_text import BatchPlan, Vocab
 from annotated.ch08_wmt import setup_distributed, teardown_distributed
+from annotated.devices import training_device
+from annotated.files import atomic_write
 
 # Sixteen made-up words; the specials (and their ids) come from the vocabulary, as everywhere.
 VOCAB = Vocab.build([[f"w{i}" for i in range(16)]], min_freq=1, language="synthetic")
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rank, world = setup_distributed()
+    device = training_device()  # a GPU each under nccl, the CPU under gloo
     torch.manual_seed(0)
     # float64: summing the same gradients in another order changes the last bits, and in float32
     # that is enough to move a parameter whose true gradient is 0 (the key projection's bias: a
@@ -57,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     model = make_model(
         ModelConfig(len(VOCAB), len(VOCAB), N=1, d_model=32, d_ff=64, h=2, p_drop=0.0)
     ).double()
+    model = model.to(device)
     pairs = synthetic_pairs(200)
     plan = BatchPlan.build(pairs, 60, args.accumulate, world)
     config = TrainConfig(
@@ -70,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
     batches = lambda step: plan.step(step, VOCAB.specials, rank, world)  # noqa: E731
     train(trained, batches, config, checkpoint=args.out, progress=False)
+    if rank == 0:
+        backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+        report = {"backend": backend, "device": device.type, "processes": world}
+        with atomic_write(Path(args.out).with_suffix(".json"), "w", encoding="utf-8") as handle:
+            json.dump(report, handle)
     del trained  # the wrapper holds the process group: let it go before the group is destroyed
     teardown_distributed()
     if args.report_threads:

@@ -3,14 +3,16 @@
 Chapter 3 explains the choices; this module makes them.
 
 * `training_device`: the first of a CUDA GPU (the current one, which chapter 8's processes each
-  set), Apple's MPS and the CPU that this machine has; several processes without CUDA share out
-  the CPU, since gloo adds up only CPU tensors. `ANNOTATED_DEVICE` (`cpu`, `cuda`, `cuda:1`,
-  `mps`) overrides the choice; a device the machine lacks is refused, with the list of those it
-  has.
+  set), Apple's MPS and the CPU that this machine has; processes joined by gloo (chapter 8: no
+  GPU, or fewer GPUs than processes) share out the CPU, since gloo adds up only CPU tensors.
+  `ANNOTATED_DEVICE` (`cpu`, `cuda`, `cuda:1`, `mps`) overrides the choice; a device the machine
+  lacks is refused, with the list of those it has.
 * `chosen_precision`: what a `TrainConfig.precision` means on a device. "auto" is bfloat16
   autocast where the hardware computes in bfloat16 itself (a CUDA GPU of compute capability 8.0 or
   later, a CPU with AVX-512-BF16), float16 autocast with loss scaling on an older CUDA GPU, and
   float32 anywhere else; "bf16", "fp16" and "fp32" ask for one (float16 only on a CUDA GPU).
+  `ANNOTATED_PRECISION` says what "auto" means instead, for every run of a process: to see, say,
+  what a GPU without bfloat16 trains like on one that has it.
 * `LossScaling`: float16's gradient scaler, or nothing; chapter 3's `train_step` multiplies the
   loss and steps the optimizer through it, and a training checkpoint keeps its state.
 """
@@ -22,9 +24,10 @@ import os
 import torch
 from torch import Tensor
 
-from annotated.distributed import rank_and_world
+from annotated.distributed import gloo_processes, rank_and_world
 
 DEVICE_ENV = "ANNOTATED_DEVICE"
+PRECISION_ENV = "ANNOTATED_PRECISION"
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 
@@ -44,9 +47,10 @@ def training_device() -> torch.device:
     named = os.environ.get(DEVICE_ENV, "").strip()
     if named:
         return named_device(named)
-    if torch.cuda.is_available():
+    # Processes joined by gloo (chapter 8's setup_distributed chooses it where the GPUs are fewer
+    # than the processes) add up CPU tensors only.
+    if torch.cuda.is_available() and not gloo_processes():
         return torch.device("cuda", torch.cuda.current_device())
-    # Several processes add up their numbers through gloo (chapter 8), which takes CPU tensors.
     if torch.backends.mps.is_available() and rank_and_world()[1] == 1:
         return torch.device("mps")
     return torch.device("cpu")
@@ -91,14 +95,23 @@ def has_bf16_arithmetic(device: torch.device) -> bool:
 def chosen_precision(precision: str, device: torch.device) -> str:
     """What `precision` ("auto", "bf16", "fp16" or "fp32") means on `device`: bf16, fp16 or fp32.
 
-    "auto" is bf16 where the hardware has it, fp16 on a CUDA GPU without it, else fp32. A named
-    precision is kept, but fp16 is refused off CUDA: its loss scaling is written for CUDA GPUs.
+    "auto" is bf16 where the hardware has it, fp16 on a CUDA GPU without it, else fp32, unless
+    $ANNOTATED_PRECISION names one. A named precision is kept, but fp16 is refused off CUDA: its
+    loss scaling is written for CUDA GPUs.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    override = os.environ.get(PRECISION_ENV, "").strip()
+    if override and override not in PRECISIONS:
+        raise ValueError(
+            f"{PRECISION_ENV}={override!r}: choose one of {', '.join(PRECISIONS)}, or unset it"
+        )
+    asked = f"precision={precision!r}"
+    if precision == "auto" and override:
+        precision, asked = override, f"{PRECISION_ENV}={override}"
     if precision == "fp16" and device.type != "cuda":
         raise ValueError(
-            f"precision='fp16' (float16 with loss scaling) is for CUDA GPUs; this model is on "
+            f"{asked} (float16 with loss scaling) is for CUDA GPUs; this model is on "
             f"{device}: use 'auto', 'bf16' or 'fp32'"
         )
     if precision != "auto":

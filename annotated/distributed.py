@@ -10,6 +10,34 @@ from collections.abc import Sequence
 import torch
 
 
+def process_group_backend(processes: int, gpus: int, named_device: str = "") -> str:
+    """How `processes` processes on one machine with `gpus` CUDA GPUs add up their numbers.
+
+    nccl, one GPU a process, where there are as many GPUs as processes; gloo, on the CPU, where
+    there are fewer (or none), or where `named_device` ($ANNOTATED_DEVICE) names a device other
+    than a GPU. A GPU named while the GPUs are too few is refused: nccl cannot share one GPU
+    between processes.
+    """
+    named = named_device.strip()
+    if named and not named.startswith("cuda"):
+        return "gloo"
+    if gpus >= processes:
+        return "nccl" if gpus else "gloo"
+    if named:
+        raise ValueError(
+            f"ANNOTATED_DEVICE={named} asks for GPUs, but the {processes} processes on this machine "
+            f"would share {gpus}: nccl needs one GPU a process. Start at most {gpus} "
+            f"(--nproc_per_node={gpus}), or set ANNOTATED_DEVICE=cpu to train on the CPU with gloo."
+        )
+    return "gloo"
+
+
+def gloo_processes() -> bool:
+    """Whether this process is one of a group joined by gloo, which adds up CPU tensors only."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo"
+
+
 def rank_and_world() -> tuple[int, int]:
     """This process's rank and the number of processes: (0, 1) unless torch.distributed runs."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():

@@ -25,6 +25,7 @@ from annotated.ch03_training import (
     train_step,
     use_bf16,
 )
+from annotated.ch08_wmt import setup_distributed
 from annotated.checkpoints import _restore_rng_states, _rng_states, read_checkpoint
 from annotated.devices import (
     DEVICE_ENV,
@@ -33,6 +34,7 @@ from annotated.devices import (
     chosen_precision,
     training_device,
 )
+from annotated.distributed import process_group_backend
 from annotated.runs import average_snapshots, save_snapshot
 
 PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
@@ -321,6 +323,116 @@ def test_every_torch_load_in_the_package_says_where_the_tensors_go():
     assert all(located for _, _, located in calls), [c for c in calls if not c[2]]
 
 
+# Tensor factories (torch's, and the book's own that build on the CPU) outside the functions below
+# must say where their tensor goes (`device=`) or move it (`.to(...)`): a helper that makes an
+# index or a mask on the CPU for a model on a GPU fails there ("Expected all tensors to be on the
+# same device"), which a CPU-only test run never sees. The functions below build on the CPU on
+# purpose; each is listed with why, so that a new one is a decision, not an accident.
+FACTORIES = {
+    "tensor", "zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "randperm",
+    "eye", "linspace", "as_tensor", "from_numpy",
+}  # fmt: skip
+BOOK_FACTORIES = {"subsequent_mask", "pad_sequences"}  # CPU tensors that callers move
+CPU_MEANT = {
+    # Data: batches are built on the CPU and moved by whoever trains or decodes on them.
+    "ch03_training.py:pad_sequences": "data",
+    "ch04_copy_task.py:CopyTask._draw": "data",
+    "ch04_copy_task.py:CopyTask.to_batch": "data",
+    "ch05_text.py:make_batch": "data",
+    "ch01_attention.py:subsequent_mask": "a mask its callers move (`.to(device)`)",
+    # A module's own parameters and buffers: `model.to(device)` moves them.
+    "ch02_model.py:LayerNorm.__init__": "parameters",
+    "ch02_model.py:sinusoidal_table": "a buffer",
+    # Demonstrations that make their own CPU tensors (and models) and nothing else.
+    "ch00_preface.py:recurrent_layer": "demonstration",
+    "ch00_preface.py:count_operations": "demonstration",
+    "ch01_attention.py:walk_example": "demonstration",
+    "ch01_attention.py:walk_heads": "demonstration",
+    "ch01_attention.py:dot_product_spread": "demonstration",
+    "ch01_attention.py:softmax_saturation": "demonstration",
+    "ch02_model.py:rotation_for_offset": "demonstration",
+    "ch02_model.py:linear_offset_check": "demonstration",
+    "ch06_decoding.py:beam_winner": "Python floats of a finished trace",
+    "drawings.py:_decoding_masks": "a drawing",
+    "figures/ch02_model.py:gradient_norms_by_layer": "a figure with its own CPU model",
+    "figures/ch03_training.py:confidence_curve": "a figure",
+    "figures/ch06_decoding.py:penalty_chart": "a figure",
+    # Exercise checks: the student's function and the book's run side by side on CPU inputs.
+    "exercises/ch01_attention.py:<module>": "exercise check",
+    "exercises/ch01_attention.py:_cases_attention": "exercise check",
+    "exercises/ch01_attention.py:_cases_attention.normal": "exercise check",
+    "exercises/ch02_model.py:_table_with": "exercise check",
+    "exercises/ch02_model.py:_cases_layer_norm": "exercise check",
+    "exercises/ch03_training.py:_cases_smoothing": "exercise check",
+    "exercises/ch03_training.py:_smoothing_with": "exercise check",
+    "exercises/ch04_copy_task.py:_cases_until_eos": "exercise check",
+    "exercises/ch06_decoding.py:<module>": "exercise check",
+    "exercises/ch07_multi30k.py:_cases_average.state": "exercise check",
+    "exercises/ch09_table3.py:_cases_perplexity": "exercise check",
+}
+
+
+def tensors_made_without_a_device(package: Path) -> dict[str, list[str]]:
+    """'file:function' -> the factory calls there that neither name a device nor are moved."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = ast.unparse(node.func)
+            if name.removeprefix("torch.") not in FACTORIES and name not in BOOK_FACTORIES:
+                continue
+            if name not in BOOK_FACTORIES and not name.startswith("torch."):
+                continue
+            moved = isinstance(parents.get(node), ast.Attribute) and parents[node].attr == "to"
+            if moved or any(keyword.arg == "device" for keyword in node.keywords):
+                continue
+            scopes, scope = [], node
+            while scope in parents:
+                scope = parents[scope]
+                if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    scopes.append(scope.name)
+            where = f"{path.relative_to(package)}:{'.'.join(reversed(scopes)) or '<module>'}"
+            found.setdefault(where, []).append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_every_tensor_a_helper_makes_goes_to_the_models_device():
+    found = tensors_made_without_a_device(PACKAGE)
+    assert "ch03_training.py:pad_sequences" in found, "the scan must see the book's factories"
+    unlisted = {where: calls for where, calls in found.items() if where not in CPU_MEANT}
+    assert not unlisted, (
+        f"tensors made on the CPU whatever device the model is on: {unlisted}. Pass "
+        "device=<the model's device> (or .to(device)); if the function is meant for the CPU "
+        "alone, add it to CPU_MEANT with why"
+    )
+    stale = sorted(set(CPU_MEANT) - set(found))
+    assert not stale, f"CPU_MEANT lists functions that make no such tensor any more: {stale}"
+
+
+def test_the_device_scan_finds_chapter_7s_old_attention_maps(tmp_path):
+    # attention_maps as it was when chapter 7 stopped on a GPU: its index and masks on the CPU.
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "ch07_multi30k.py").write_text(
+        "def attention_maps(translator, sentence):\n"
+        "    src = torch.tensor([ids])\n"
+        "    src_mask = torch.ones(1, 1, len(ids), dtype=torch.bool)\n"
+        "    ok = torch.ones(1, 1, len(ids), dtype=torch.bool, device=device)\n"
+        "    model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))\n"
+        "    model(src, tgt, src_mask, subsequent_mask(tgt.size(1)).to(device))\n",
+        encoding="utf-8",
+    )
+    assert tensors_made_without_a_device(tmp_path) == {
+        "figures/ch07_multi30k.py:attention_maps": [
+            "line 2: torch.tensor",
+            "line 3: torch.ones",
+            "line 5: subsequent_mask",
+        ]
+    }
+
+
 def test_a_gpus_random_state_is_kept_and_put_back_only_where_there_is_a_gpu(machine, monkeypatch):
     machine(gpus=1)
     cuda_state = torch.arange(8, dtype=torch.uint8)
@@ -336,3 +448,84 @@ def test_a_gpus_random_state_is_kept_and_put_back_only_where_there_is_a_gpu(mach
     machine(gpus=0)  # the same checkpoint resumed on a machine without a GPU
     _restore_rng_states(states)
     assert len(put_back) == 1 and "cuda" not in _rng_states()
+
+
+# ---------------------------------------------------------------- precision override, process groups
+
+
+@pytest.mark.parametrize(
+    ("gpus", "capability", "cpu_bf16", "override", "expected"),
+    [
+        (1, (9, 0), False, "fp16", "fp16"),  # an H100 made to train like a T4
+        (1, (9, 0), False, "fp32", "fp32"),
+        (0, (8, 0), True, "fp32", "fp32"),
+        (0, (8, 0), False, "auto", "fp32"),
+    ],
+)
+def test_annotated_precision_says_what_auto_means(
+    machine, monkeypatch, gpus, capability, cpu_bf16, override, expected
+):
+    machine(gpus=gpus, capability=capability, cpu_bf16=cpu_bf16)
+    monkeypatch.setenv(devices.PRECISION_ENV, override)
+    device = training_device()
+    assert chosen_precision("auto", device) == expected
+    assert chosen_precision("bf16", device) == "bf16", "a named precision is kept"
+    scaler = LossScaling.for_training("auto", device).scaler
+    assert (scaler is not None) == (expected == "fp16")
+
+
+def test_a_wrong_annotated_precision_is_refused_with_the_choices(machine, monkeypatch):
+    machine()
+    monkeypatch.setenv(devices.PRECISION_ENV, "half")
+    with pytest.raises(ValueError, match=r"ANNOTATED_PRECISION='half': choose one of auto"):
+        chosen_precision("auto", CPU)
+    monkeypatch.setenv(devices.PRECISION_ENV, "fp16")
+    with pytest.raises(ValueError, match=r"ANNOTATED_PRECISION=fp16 \(float16.*CUDA GPUs"):
+        chosen_precision("auto", CPU)
+
+
+@pytest.mark.parametrize(
+    ("processes", "gpus", "named", "expected"),
+    [
+        (2, 0, "", "gloo"),  # no GPU
+        (1, 0, "", "gloo"),
+        (2, 1, "", "gloo"),  # one GPU and two processes: nccl cannot share it
+        (2, 2, "", "nccl"),  # a GPU a process
+        (1, 4, "", "nccl"),
+        (2, 2, "cpu", "gloo"),  # the CPU named, whatever the machine has
+        (2, 2, "cuda", "nccl"),
+    ],
+)
+def test_the_process_group_backend(processes, gpus, named, expected):
+    assert process_group_backend(processes, gpus, named) == expected
+
+
+def test_a_gpu_named_for_more_processes_than_gpus_is_refused_with_what_to_do():
+    with pytest.raises(ValueError, match=r"nproc_per_node=1.*ANNOTATED_DEVICE=cpu"):
+        process_group_backend(2, 1, "cuda")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "expected_backend", "expected_device"),
+    [(0, "gloo", "cpu"), (1, "gloo", "cpu"), (2, "nccl", "cuda:1")],
+)
+def test_setup_distributed_joins_the_group_the_machine_allows(
+    machine, monkeypatch, capsys, gpus, expected_backend, expected_device
+):
+    # Process 1 of 2 under torchrun; the process group itself is pretended.
+    machine(gpus=gpus)
+    for name, value in {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    joined, current = [], [0]
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: current.__setitem__(0, index))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: bool(joined))
+    monkeypatch.setattr(torch.distributed, "init_process_group", joined.append)
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda *args: joined[0])
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *args: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *args: 2)
+    assert setup_distributed() == (1, 2)
+    assert joined == [expected_backend]
+    # The device follows the group: gloo adds up CPU tensors only, even on a machine with a GPU.
+    assert str(training_device()) == expected_device

@@ -53,14 +53,15 @@ def training_chart(
 def attention_maps(translator: Translator, sentence: str) -> pd.DataFrame:
     """Every attention weight of every layer and head for one sentence and its greedy translation."""
     model = translator.model
+    device = next(model.parameters()).device  # a GPU's, when the model trained there
     src_ids = translator.source_ids([sentence])[0]
     specials = translator.tgt_vocab.specials
-    src = torch.tensor([src_ids])
-    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool)
+    src = torch.tensor([src_ids], device=device)
+    src_mask = torch.ones(1, 1, len(src_ids), dtype=torch.bool, device=device)
     out = until_eos(
         greedy_decode_cached(model, src, src_mask, specials, len(src_ids) + 50), specials
     )[0]
-    tgt = torch.tensor([[specials.bos, *out]])
+    tgt = torch.tensor([[specials.bos, *out]], device=device)
     src_labels = [f"{i} {t}" for i, t in enumerate(translator.src_vocab.labels(src_ids))]
     reads = translator.tgt_vocab.labels(tgt[0].tolist())
     predicts = translator.tgt_vocab.labels([*out, specials.eos])
@@ -79,7 +80,7 @@ def attention_maps(translator: Translator, sentence: str) -> pd.DataFrame:
     every = [module for entries in modules.values() for module, _, _ in entries]
     rows = []
     with kept_weights(every), inference(model):
-        model(src, tgt, src_mask, subsequent_mask(tgt.size(1)))
+        model(src, tgt, src_mask, subsequent_mask(tgt.size(1)).to(device))
         for kind, entries in modules.items():
             for layer, (module, queries, keys) in enumerate(entries, start=1):
                 weights = module.weights[0]  # (h, len_q, len_k)
