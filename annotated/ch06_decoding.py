@@ -41,8 +41,10 @@
 #             result = subprocess.run(pip, capture_output=True, text=True)
 #         if result.returncode != 0:
 #             print(result.stdout + result.stderr)
-#             print(f"Could not install the book's code: run `pip install {name}=={version}`"
-#                   " (in a clone of the book: `make setup`), then restart the kernel.")
+#             print(f"Could not install the book's code, {name}=={version} (pip's words above):"
+#                   " that release may not be on the package index yet, or this machine is offline.")
+#             print("Work in a clone of the book instead (`make lab` there opens the chapters), or"
+#                   " install a clone here (`pip install -e path/to/clone`) and restart the kernel.")
 #             raise RuntimeError(f"{name} is not installed") from None
 #         invalidate_caches()
 #         found = metadata.version(name)

@@ -51,8 +51,10 @@
 #             result = subprocess.run(pip, capture_output=True, text=True)
 #         if result.returncode != 0:
 #             print(result.stdout + result.stderr)
-#             print(f"Could not install the book's code: run `pip install {name}=={version}`"
-#                   " (in a clone of the book: `make setup`), then restart the kernel.")
+#             print(f"Could not install the book's code, {name}=={version} (pip's words above):"
+#                   " that release may not be on the package index yet, or this machine is offline.")
+#             print("Work in a clone of the book instead (`make lab` there opens the chapters), or"
+#                   " install a clone here (`pip install -e path/to/clone`) and restart the kernel.")
 #             raise RuntimeError(f"{name} is not installed") from None
 #         invalidate_caches()
 #         found = metadata.version(name)
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import math
 import os
 import subprocess
@@ -89,8 +92,8 @@ from annotated.ch05_text import (
 from annotated.ch06_decoding import tokenized_bleu
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import read_wmt14
-from annotated.devices import training_device
-from annotated.distributed import rank_and_world
+from annotated.devices import DEVICE_ENV
+from annotated.distributed import process_group_backend, rank_and_world
 from annotated.runs import (
     Run,
     RunConfig,
@@ -124,9 +127,9 @@ from annotated.runs import (
 # `annotated/datasets.py` reads two variants, both as aligned `train`, `val` (newstest2013) and
 # `test` (newstest2014) files:
 #
-# * **`toy`**: a 10,000-pair sample of the training data with both dev and test sets. It is
-#   not published anywhere; the book reads it from a local folder (`ANNOTATED_DATA_DIR`),
-#   checked against its sha256. Its files were Moses-tokenized (punctuation split off by spaces)
+# * **`toy`**: a 10,000-pair sample of the training data with both dev and test sets. No public
+#   home serves it, so it ships with the book (`data/wmt14-toy-ende/` in a clone, package data in
+#   the installed book, 1.7 MB), and is checked against its sha256 before use. Its files were Moses-tokenized (punctuation split off by spaces)
 #   and have XML escapes (`&apos;` for `'`, `&quot;` for `"`), as many preprocessed copies of WMT do.
 # * **`full`**: `prepare_wmt14` downloads the WMT 2014 archives from statmt.org (several
 #   gigabytes; a broken download resumes where it stopped, and a file is only renamed into place
@@ -578,7 +581,10 @@ def table_2() -> pd.DataFrame:
 #
 # * `torchrun` starts one process per GPU (or CPU slot) and tells each its rank and the number
 #   of processes through environment variables; `setup_distributed` below reads them and joins the
-#   process group: **nccl** between GPUs, **gloo** between CPU processes.
+#   process group: **nccl** between GPUs, one GPU a process, where the machine has a GPU for each
+#   process; **gloo** between CPU processes everywhere else, a machine with fewer GPUs than
+#   processes included (its processes then train on the CPU; `process_group_backend` in
+#   `annotated/distributed.py` makes the choice).
 # * Chapter 5's `BatchPlan` gives every process the same shuffled order of batches and lets
 #   process $r$ take every $P$-th batch of each step, starting at the $r$-th.
 # * Chapter 3's `train_step` needs the step's gradient per target token, summed over every
@@ -591,8 +597,10 @@ def table_2() -> pd.DataFrame:
 # * `train_run` (`annotated/runs.py`) evaluates and keeps snapshots on process 0 only.
 #
 # Is it right? `ddp_check` trains a small model for a few steps twice, with identical global
-# batches: once as one process accumulating 2 micro-batches per step, once as two gloo processes
-# with one micro-batch each, started by `torchrun`. It computes in float64, for a reason worth
+# batches: once as one process accumulating 2 micro-batches per step, once as two processes with
+# one micro-batch each, started by `torchrun`: two gloo processes on the CPU, or two nccl
+# processes on two GPUs where the machine has them (the cell says which ran, and both runs use the
+# same kind of device, so that they compare like with like). It computes in float64, for a reason worth
 # knowing: adding the same gradients in another order changes their last bits, and a parameter whose
 # true gradient is zero (the bias of the key projection: shifting every key by the same vector
 # leaves the softmax unchanged) then gets a gradient of pure rounding noise, which Adam divides by
@@ -606,6 +614,15 @@ def setup_distributed() -> tuple[int, int]:
     """Join the process group that torchrun describes (nccl on GPUs, gloo on CPUs): rank, world."""
     if "RANK" not in os.environ or torch.distributed.is_initialized():
         return rank_and_world()
+    processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend = process_group_backend(processes, gpus, os.environ.get(DEVICE_ENV, ""))
+    if backend == "gloo" and 0 < gpus < processes and os.environ.get("LOCAL_RANK") == "0":
+        print(
+            f"{processes} processes and {gpus} GPU(s) here: nccl needs a GPU a process, so the "
+            "processes train on the CPU with gloo",
+            file=sys.stderr,
+        )
     # DistributedDataParallel imports torch._dynamo the first time it is built, and that import
     # takes a reference to whatever default process group exists then. Done after the group is
     # made, it keeps the group alive past destroy_process_group: its gloo threads then run on
@@ -613,11 +630,9 @@ def setup_distributed() -> tuple[int, int]:
     # ("terminate called without an active exception"). Imported first, it holds nothing.
     importlib.import_module("torch._dynamo")
 
-    if training_device().type == "cuda":  # GPUs, unless ANNOTATED_DEVICE names the CPU
+    if backend == "nccl":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        torch.distributed.init_process_group("nccl")
-    else:
-        torch.distributed.init_process_group("gloo")
+    torch.distributed.init_process_group(backend)
     return rank_and_world()
 
 
@@ -635,8 +650,16 @@ def teardown_distributed() -> None:
 
 
 def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
-    """Train a small model with `processes` gloo processes and with one; compare the results."""
+    """Train a small model with `processes` processes and with one; compare the results.
+
+    The processes join by nccl, one GPU each, where the machine has as many GPUs as processes,
+    else by gloo on the CPU; the one process then trains on the same kind of device.
+    """
     folder = Path(folder)
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    env = dict(os.environ)
+    if process_group_backend(processes, gpus, env.get(DEVICE_ENV, "")) == "gloo":
+        env[DEVICE_ENV] = "cpu"  # the one process too: CPU against CPU
     results, seconds = {}, {}
     for count in (1, processes):
         out = folder / f"ddp-{count}.pt"
@@ -656,11 +679,12 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
             str(processes // count),
         ]
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
         seconds[count] = time.perf_counter() - started
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
         results[count] = read_checkpoint(out)
+    ran = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))  # the many processes'
     one, many = results[1], results[processes]
     difference = max(
         (one["model"][name] - many["model"][name]).abs().max().item() for name in one["model"]
@@ -668,6 +692,8 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
     losses = [(a["loss"], b["loss"]) for a, b in zip(one["history"], many["history"], strict=True)]
     return {
         "processes": processes,
+        "backend": ran["backend"],
+        "device": ran["device"],
         "steps": steps,
         "max parameter difference": difference,
         "max loss difference": max(abs(a - b) for a, b in losses),
@@ -681,6 +707,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # # NBVAL_IGNORE_OUTPUT
 # with tempfile.TemporaryDirectory() as scratch:
 #     check = ddp_check(scratch)
+# print(f"{check['processes']} processes joined by {check['backend']}, on the {check['device']}")
 # check
 
 # %% tags=["active-ipynb"]

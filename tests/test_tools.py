@@ -435,10 +435,12 @@ def test_the_first_cell_without_anything_to_install_from_says_what_to_run_and_ra
     result = run_first_cell(tmp_path, "0.1.0", name, env=env)
     assert result.returncode == 1
     assert "No matching distribution found" in result.stdout  # pip's own words, on failure only
-    assert result.stdout.splitlines()[-1] == (
-        f"Could not install the book's code: run `pip install {name}==0.1.0` "
-        "(in a clone of the book: `make setup`), then restart the kernel."
-    )
+    assert result.stdout.splitlines()[-2:] == [
+        f"Could not install the book's code, {name}==0.1.0 (pip's words above): that release "
+        "may not be on the package index yet, or this machine is offline.",
+        "Work in a clone of the book instead (`make lab` there opens the chapters), or install "
+        "a clone here (`pip install -e path/to/clone`) and restart the kernel.",
+    ]
     assert result.stderr.rstrip().endswith(f"RuntimeError: {name} is not installed")
     assert "During handling" not in result.stderr
 
