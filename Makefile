@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site pdf serve browser notebooks execute status test unit nbval nbval-kernels lint lab student \
+.PHONY: help setup lock book site pdf serve browser notebooks execute run-book status test unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
@@ -82,6 +82,12 @@ execute: $(STAMP)  ## re-execute every notebook
 status: $(STAMP)  ## say which notebooks are stale
 	$(PY) tools/book.py status
 
+# Executes every chapter notebook afresh in a scratch folder (the saved notebooks stay as they are)
+# on this machine's device and compares the outputs nbval checks; narrow it with, for example,
+# RUN_BOOK_ARGS="--chapters ch01_attention --out /tmp/rb" (see tools/run_book.py).
+run-book: $(STAMP)  ## execute every chapter from the installed book, compare with the saved outputs; writes _build/run-book/report.json
+	$(PY) tools/run_book.py $(RUN_BOOK_ARGS)
+
 # The saved outputs must not depend on the machine that executed them. `make test` therefore checks
 # the chapters that need no training data a second time under other kernels: PyTorch's portable
 # scalar code instead of its AVX-512/AVX2 kernels, oneDNN held to AVX2, one thread. That changes the
@@ -134,7 +140,7 @@ class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memor
 	$(PY) benchmarks/bench_class.py
 
 # A teacher's shared data folder: `make class-data FOLDER=/srv/annotated-data`, then every student
-# sets ANNOTATED_DATA_DIR to it. SETS="multi30k wmt14-toy" adds the WMT sample (from a mirror).
+# sets ANNOTATED_DATA_DIR to it. SETS="multi30k wmt14-toy" adds the WMT sample (the book's own copy).
 FOLDER ?= _build/class-data
 SETS   ?= multi30k
 class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
