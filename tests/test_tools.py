@@ -485,3 +485,27 @@ def test_the_first_cell_is_written_into_a_chapter_once_and_replaced_when_it_chan
     assert again.count("find_or_install_the_book(name=") == 1 and 'version="9.9.9"' in again
     prose_only = "# %% [markdown]\n# # Title\n\n# %% [markdown]\n# More.\n"
     assert book.with_first_cell(prose_only) == prose_only
+
+
+def test_settle_streams_keeps_what_a_terminal_shows_of_a_progress_bar():
+    stream = lambda name, text: nbformat.v4.new_output("stream", name=name, text=text)  # noqa: E731
+    cell = nbformat.v4.new_code_cell("train()")
+    cell.outputs = [
+        stream("stdout", "plan: 3 steps\n"),
+        stream("stderr", "\r  0%|     | 0/3"),
+        stream("stderr", "\r 33%|█    | 1/3"),
+        stream("stderr", "\r100%|█████| 3/3"),
+        stream("stderr", "\n"),
+        stream("stdout", "done\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1),
+        stream("stdout", "after\n"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_markdown_cell("text")])
+    book.settle_streams(notebook)
+    assert [(o.output_type, o.get("name"), o.get("text")) for o in cell.outputs] == [
+        ("stream", "stdout", "plan: 3 steps\n"),
+        ("stream", "stderr", "100%|█████| 3/3\n"),
+        ("stream", "stdout", "done\n"),
+        ("execute_result", None, None),
+        ("stream", "stdout", "after\n"),
+    ]
