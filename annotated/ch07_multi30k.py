@@ -135,9 +135,9 @@ from annotated.runs import (
 # `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
 # removes it. The hour is the budget, not the length of the run: the 3,040 steps took 11.76
 # training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
-# training step of section 2; on an AMD EPYC, before it, 30.1), and should take about 52 on a
-# two-core CPU without bf16 (an estimate from before the fast step); the README gives each kind
-# of CPU. The validation BLEU
+# training step of section 2; on an AMD EPYC, before it, 30.1), and 46.3 in float32 on a 2-core
+# Intel Xeon without bf16 instructions, the run this notebook shows (section 5); the README gives
+# each kind of CPU. The validation BLEU
 # is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
@@ -331,7 +331,11 @@ def train_multi30k(
 
 # %% [markdown]
 # (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
-# a part for its milliseconds and its share of the step. What the first bar shows
+# a part for its milliseconds and its share of the step. This notebook was executed on a CPU
+# without bf16 instructions, so its profile is of float32 steps, each about three times as long as
+# the bf16 steps of the benchmark record's Xeon with AMX, whose products run several times faster;
+# the parts are the same, and the loss shrinks to between a fifth and a quarter on both. What the
+# first bar shows
 # is typical of a small model on a CPU: the matrix products, the one kind of work the hardware
 # is built for, take a minority of the step. The largest tensor a step makes is the logits, one
 # row per target token and one column per word of the vocabulary, about 3,000 × 6,190 numbers.
@@ -384,8 +388,8 @@ def train_multi30k(
 # numbers (`make bench-gpu`, `benchmarks/results/gpu.json`).
 #
 # Two ideas were measured and left out. Compiling the model (`torch.compile`) fuses the
-# element-wise work into fewer passes, but on this CPU in bfloat16 the compiled step was slower
-# than the plain one, before counting its compile time (the benchmark below records both). And
+# element-wise work into fewer passes, but on the benchmark record's Xeon in bfloat16 the compiled
+# step was slower than the plain one, before counting its compile time (the benchmark below records both). And
 # an output layer computed block by block with the loss, so that the logits never exist whole,
 # must compute the product twice (once for the loss, once for its gradient): measured alone, the
 # output layer and loss took longer that way (101 ms against 75 for a 3,000-token batch). The benchmark
@@ -463,7 +467,7 @@ def length_penalty_sweep(
 # the outputs longer than the references. We took 2.5. Only after choosing did we decode the test
 # set with it. There the change of $\alpha$ alone was worth 1.1 BLEU (39.7 against 38.6 at 0.6).
 # The table above is the same sweep for the two-layer run this notebook was executed with (see
-# section 5 for which run that is): 39.3 without a penalty, 39.8 at 0.6, 40.3 at 2.5, where the
+# section 5 for which run that is): 39.1 without a penalty, 39.5 at 0.6, 40.4 at 2.5, where the
 # length ratio reaches 1, and a little lower again at 3.0 and 4.0. The same shape, so 2.5 stays.
 
 # %% [markdown]
@@ -619,21 +623,22 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # all_queries_chart(words, Q, K, V, contents=dims[:4])
 
 # %% [markdown]
-# What this head does, in the run saved here (head 3 of the first layer; another run or machine
-# may pick another head, and the numbers will differ). One word draws most of the attention:
-# *Mountainbikes*. The verb *fahren* puts 0.74 of its weight on it, the thing being ridden, and
-# only 0.03 on itself; *durch* puts 0.59 there, the unknown word (*Dschungellandschaft*, read as
-# `<unk>`) 0.52, and *Mountainbikes* itself 0.47. The subject, *Sechs Leute*, looks elsewhere:
-# its rows spread thinly, with the most (about 0.2 each) on the full stop and `</s>`, places
-# that carry little meaning and often serve a head as somewhere to put weight it has no use for.
-# Chapter 1's hand-made head linked a verb to its objects by design; this one learned a similar
-# link from the data, mixed with other habits in one head, with numbers that have no names.
+# What this head does, in the run saved here (head 2 of the first layer, as the cell above prints;
+# another run or machine may pick another head, and the numbers will differ). One word draws most
+# of the attention: *Mountainbikes*. The verb *fahren* puts 0.67 of its weight on it, the thing
+# being ridden, and only 0.03 on itself; the unknown word (*Dschungellandschaft*, read as `<unk>`)
+# puts 0.71 there, *Mountainbikes* itself 0.46 and *durch* 0.43. The subject, *Sechs Leute*, looks
+# elsewhere: *Sechs* spreads its weight over itself (0.25), *Leute* (0.22) and *fahren* (0.14),
+# and *Leute* keeps a third for itself (0.33). The full stop and `</s>` spread theirs too, with
+# no word above 0.2. Chapter 1's hand-made head linked a verb to its objects by design; this one
+# learned a similar link from the data, mixed with other habits in one head, with numbers that
+# have no names.
 
 # %% [markdown]
 # ### Beam search on a real sentence
 #
-# Chapter 6 drew the search of an untrained model. Here is the trained model's search for the same
-# sentence, beam 4 as in the recipe. A trained model puts most of its probability on a few words,
+# Chapter 6 drew the search of an untrained model on a made-up source of 12 random tokens. Here is
+# the trained model's search for the sentence of the walk above, beam 4 as in the recipe. A trained model puts most of its probability on a few words,
 # so the kept hypotheses' sums fall slowly and the dropped ones lag far behind. The red outlines
 # show which finished candidate the paper's $\alpha = 0.6$ and our $\alpha = 2.5$ would each
 # choose.
@@ -665,13 +670,15 @@ def traced_search(
 
 # %% [markdown]
 # In the run saved here the model is nearly sure of its first word (*Six*, log-probability
-# −0.01) and the beam's alternatives are far behind (*There*, −5.43). The real choices come
-# later: *riding* against *are* and *ride* (−1.03, −1.35, −1.37 after three words), *bikes*
-# against *bicycles*, *mountain* against *dirt*. Six candidates finished, from step 11 to step 14,
-# and here the length penalty decides: with the paper's α = 0.6 the best is *Six people are
-# riding bikes through a mountain ride.*, with our α = 2.5 the one a word longer, *... through a
-# mountain bike ride.* Over the whole validation set α = 2.5 makes such longer choices often
-# enough to raise the length ratio from 0.958 to 0.995 and validation BLEU by 0.5 (section 3).
+# −0.01) and the beam's alternatives are far behind (*There*, −5.16). The real choices come
+# later: *are* against *riding* and *ride* (−0.75, −1.40, −1.96 after three words), *bikes*
+# against *bicycles*, *mountain* against *dirt*. Five candidates finished, one at step 11 and two
+# each at steps 13 and 14, and here the length penalty decides: with the paper's α = 0.6 the best
+# is the short one, *Six people are riding bikes through a mountain trail.*, with our α = 2.5 one
+# three words longer, *... through a mountain bike bike race.*, whose stammer shows that a longer
+# output is not always a better one. Over the whole validation set, though, α = 2.5 makes such
+# longer choices often enough to raise the length ratio from 0.958 to 0.993 and validation BLEU
+# by 0.9 (section 3).
 
 # %% [markdown]
 # ## 5. Where this differs, and what limits it
@@ -699,17 +706,17 @@ def traced_search(
 #   in our budget they cost more than they gained.
 #
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
-# seed, batches and 3,040 steps above, on a 2-core Intel Xeon with AMX (bf16 instructions, so
-# training ran under bf16 autocast), alone: the run of the book's benchmark record
-# (`benchmarks/results/multi30k.json`), whose figures are this notebook's: 11.76 training minutes,
-# made alone, and 40.45 with beam search on the 2016 test set. On one kind of CPU with the same
-# thread count the recipe is deterministic, so the same command there gives these scores to the
-# last digit. Another machine adds the bf16 products in another order (and fp32 is another
-# arithmetic again), so its run parts ways with this one in the last bits within the first steps
-# and ends as a second sample of the same recipe, a few tenths of a point away: on the book's AMD
-# EPYC (the record of commit 3946b58, before the fast step) the same recipe scored 40.13 with beam
-# search and 39.25 greedy, and trained with one thread
-# instead of two it scored 40.2 and 39.7.
+# seed, batches and 3,040 steps above, alone, on a 2-core Intel Xeon without bf16 instructions
+# (AVX-512, no AMX), so in float32: 46.3 training minutes, and 40.39 with beam search and 39.53
+# greedy on the 2016 test set. On one kind of CPU with the same thread count the recipe is
+# deterministic, so the same command there gives these scores to the last digit. Another machine
+# adds the products in another order, and bf16 is another arithmetic again, so its run parts ways
+# with this one in the last bits within the first steps and ends as a second sample of the same
+# recipe, a few tenths of a point away. The book's benchmark record
+# (`benchmarks/results/multi30k.json`) is such a second sample: the same recipe trained in bf16 on
+# an Intel Xeon with AMX, in 11.76 training minutes, scored 40.45 with beam search and 39.2 greedy.
+# On the book's AMD EPYC (the record of commit 3946b58, before the fast step) it scored 40.13 with
+# beam search and 39.25 greedy, and trained with one thread instead of two 40.2 and 39.7.
 #
 # How this recipe was found, run by run (pre-norm against post-norm, words against subwords,
 # fixed against rising dropout, three layers against two, 20 epochs against 40), and what to try
@@ -725,10 +732,10 @@ def traced_search(
 #
 # <details><summary>Answer</summary>
 #
-# Higher: in this run the curve ends at 37.49 and the averaged model with copying and beam search
-# scores 40.30 on the same validation set. The table of section 3 splits it: averaging changes
-# little here (37.62: greedy, averaged, no copying), copying `<unk>` adds about 1.4 (38.99), and beam search with
-# $\alpha = 2.5$ about 1.3 more.
+# Higher: in this run the curve ends at 37.36 and the averaged model with copying and beam search
+# scores 40.40 on the same validation set. The table of section 3 splits it: averaging changes
+# little here (37.08: greedy, averaged, no copying), copying `<unk>` adds about 1.6 (38.67), and beam search with
+# $\alpha = 2.5$ about 1.7 more.
 #
 # </details>
 #

@@ -277,8 +277,10 @@ def notebook_scores(chapter: str) -> dict[tuple[str, str, str, str], float]:
     raise AssertionError(f"{chapter}: no saved scores table")
 
 
-def test_chapter_7s_run_scores_what_the_record_says():
-    """Chapter 7 says its notebook's run scores the benchmark record's numbers to the last digit."""
+def test_chapter_7s_run_and_the_records_are_two_makings_a_few_tenths_apart():
+    """Chapter 7, section 5, says its notebook's run and the benchmark record's are two makings
+    of one recipe (on two kinds of CPU), a few tenths of a point apart: at most half a point on
+    every score both keep."""
     record = json.loads((RECORDS / "multi30k.json").read_text())
     scores = notebook_scores("ch07_multi30k")
     averaged = f"average of last {record['config']['average_last']}"
@@ -292,7 +294,7 @@ def test_chapter_7s_run_scores_what_the_record_says():
         "val_bleu_greedy_last_weights_no_copy": ("val", "last", "greedy", "no"),
     }
     for key, row in pairs.items():
-        assert scores[row] == record[key], (
+        assert abs(scores[row] - record[key]) <= 0.5, (
             f"notebooks/ch07_multi30k.ipynb scores {row} {scores[row]}, multi30k.json {key} "
-            f"{record[key]}: chapter 7's section 5 says they are the same; update it"
+            f"{record[key]}: chapter 7's section 5 says they are a few tenths apart; update it"
         )
