@@ -204,7 +204,8 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for the first 25 minutes (lab notebook), and the sample gets only 20 |
 # | checkpoints averaged | last 5 | last 20 | last 5 | |
 #
-# The sample shortens the warmup because it takes only a few hundred steps in all; with the
+# The sample shortens the warmup because it takes only a few hundred to a couple of thousand steps
+# in all, by CPU; with the
 # paper's 4,000 it would never leave the warmup. Its length is a time budget (`max_minutes=20`,
 # chapter 7 explains how a budget plans a run): the run first times a few steps on your machine,
 # then plans as many of the paper's 100,000 steps as fit into 90% of the 20 minutes (a margin for
@@ -732,26 +733,29 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # | | paper base | paper big | the `sample` run here |
 # |---|---|---|---|
 # | hardware | 8 P100 GPUs | 8 P100 GPUs | 2 CPU cores |
-# | time | 12 hours (100K steps × 0.4 s) | 3.5 days (300K steps × 1.0 s) | 20 minutes of training |
+# | time | 12 hours (100K steps × 0.4 s) | 3.5 days (300K steps × 1.0 s) | a budget of 20 training minutes |
 # | training cost (Table 2) | 3.3 × 10¹⁸ FLOPs | 2.3 × 10¹⁹ FLOPs | about 10¹⁴ FLOPs |
-# | data seen | ≈ 2.5 × 10⁹ target tokens | ≈ 7.5 × 10⁹ | ≈ 8.0 × 10⁶ (1786 steps of about 4487) |
-# | newstest2014 BLEU | 27.3 (tokenized) | 28.4 (tokenized) | 0.50 tokenized, 0.48 sacreBLEU (section 8) |
+# | data seen | ≈ 2.5 × 10⁹ target tokens | ≈ 7.5 × 10⁹ | ≈ 1.6 × 10⁶ (346 steps of about 4494) |
+# | newstest2014 BLEU | 27.3 (tokenized) | 28.4 (tokenized) | 0.20 tokenized, 0.20 sacreBLEU (section 8) |
 #
 # The gap is not in the code: the sample run went through the paper's recipe step by step. It is in
 # the data and the compute. Ten thousand sentence pairs are about 0.2% of WMT, too few to learn a
 # language pair; news sentences are long and varied, and most words of newstest2014 occur in the
 # sample a handful of times or never. The model is also eight times smaller than the base model and
-# sees about a thousandth of the tokens the base model saw, in 1786 steps where the paper takes
-# 100,000. The run saved here planned them on a 2-core Intel Xeon with AMX: its probe measured 102
-# steps a minute (0.59 seconds a step), so 1,786 steps were to fill 90% of the 20 minutes. The
-# steps then cost 13% more than the probe had measured (0.665 seconds on average), so training took
-# 19.8 minutes, within the budget thanks to the plan's 10% margin. (An earlier run of this chapter
+# sees less than a thousandth of the tokens the base model saw, in 346 steps where the paper takes
+# 100,000. The run saved here planned them on a 2-core Intel Xeon without bf16 instructions, so in
+# float32: its probe measured 21 steps a minute (2.9 seconds a step), so 346 steps were to fill 90%
+# of the 20 minutes. The steps then cost 9% less than the probe had measured (2.6 seconds on
+# average), so training took 15.0 minutes, inside the budget. (An earlier run of this chapter
 # was stopped by its time limit: oneDNN's kernel cache, chapter 7 section 2, was too small for
-# the run's batch shapes, and every step cost 1.8 times what the probe measured.) It scored 0.48
-# BLEU (beam search, averaged weights; 0.42 greedy): its
-# training loss was still falling at the end, and what it writes is German made of the most frequent
-# words and phrases, not yet a translation. Read the number as a check that the pipeline runs end to
-# end and scores honestly, not as a result. The way to 27.3 is the command in section 9, on the full
+# the run's batch shapes, and every step cost 1.8 times what the probe measured.) It scored 0.20
+# BLEU (beam search, averaged weights; 0.11 greedy). On this CPU the 20 minutes hold so few steps
+# that the warmup's 300 take nearly all of them: the learning rate had only just reached its peak
+# when the run ended, and its training loss was still falling fast. A CPU with bf16 does better
+# in the same budget: on the book's AMD EPYC (`benchmarks/results/wmt.json`) it held 732 steps and
+# scored 0.35, still far from a translation. What the model writes is German made of the most
+# frequent words and phrases. Read the number as a check that the pipeline runs end to end and
+# scores honestly, not as a result. The way to 27.3 is the command in section 9, on the full
 # data, with GPUs.
 
 # %% [markdown]
