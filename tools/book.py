@@ -340,10 +340,23 @@ def is_stale(source: Path) -> bool:
     return recorded != source_digest(source)
 
 
-def execute(source: Path) -> float:
-    """Run every cell of a chapter's notebook in a fresh kernel and save it with its outputs."""
+def notebook_client(notebook: nbformat.NotebookNode, folder: Path, timeout: int, **options):
+    """An nbclient client that runs `notebook` in a fresh "python3" kernel (this Python's) with
+    `folder` as its working directory; `options` go to nbclient (on_cell_execute, ...)."""
     from nbclient import NotebookClient
 
+    return NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name=KERNELSPEC["name"],
+        resources={"metadata": {"path": str(folder)}},
+        record_timing=False,
+        **options,
+    )
+
+
+def execute(source: Path) -> float:
+    """Run every cell of a chapter's notebook in a fresh kernel and save it with its outputs."""
     notebook = sync(source)
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -352,14 +365,7 @@ def execute(source: Path) -> float:
     # (see annotated/figures/__init__.py).
     os.environ[HTML_ENV] = "1"
     started = time.perf_counter()
-    client = NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name=KERNELSPEC["name"],
-        resources={"metadata": {"path": str(NOTEBOOKS)}},
-        record_timing=False,
-    )
-    client.execute()
+    notebook_client(notebook, NOTEBOOKS, CELL_TIMEOUT_S).execute()
     settle_streams(notebook)
     _normalise(notebook, source_digest(source))
     write_atomically(notebook, notebook_for(source))

@@ -75,7 +75,7 @@ TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:  # imported from elsewhere (the tests): tools/book.py beside it
     sys.path.insert(0, str(TOOLS))
 
-from book import CELL_TIMEOUT_S, KERNELSPEC  # noqa: E402  (tools/book.py)
+from book import CELL_TIMEOUT_S, notebook_client  # noqa: E402  (tools/book.py)
 
 from annotated.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
 from annotated.figures import HTML_ENV  # noqa: E402
@@ -249,7 +249,6 @@ def _one_line(text: str) -> str:
 
 def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
     """Execute one notebook in its own scratch folder; whatever happens, a result."""
-    from nbclient import NotebookClient
 
     started = time.perf_counter()
     result = {
@@ -280,12 +279,10 @@ def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
                     tags = cell.metadata.setdefault("tags", [])
                     tags.append("raises-exception")
         executing: list[int] = []  # the index of each code cell sent to the kernel
-        client = NotebookClient(
+        client = notebook_client(
             notebook,
-            timeout=timeout,
-            kernel_name=KERNELSPEC["name"],
-            resources={"metadata": {"path": str(folder)}},
-            record_timing=False,
+            folder,
+            timeout,
             on_cell_execute=lambda cell, cell_index: executing.append(cell_index),
         )
         stopped_at = None
