@@ -277,6 +277,28 @@ def available_offline(
     return (cache / dataset / name).is_file()
 
 
+def _shipped_copy(own: Path, expected: str | None) -> bool:
+    """Whether the book's own copy of a file is there; a damaged one is refused."""
+    if not own.is_file():
+        return False
+    advice = (
+        f"The book's own copy is damaged: restore it (`git checkout -- {own}` in a clone, or "
+        "reinstall the book)."
+    )
+    _check(own, expected, "the book's record", advice)
+    return True
+
+
+def _why_no_copy(file: RemoteFile, own: Path) -> str:
+    """Why a file that is published nowhere could not be had."""
+    if file.shipped:
+        return (
+            f"the book ships it as {own}, which is missing: restore it (`git checkout -- "
+            f"{own.parent}` in a clone, or reinstall the book)"
+        )
+    return "not published online: only a local copy can provide it"
+
+
 def verified_files(
     dataset: str,
     files: Sequence[RemoteFile],
@@ -298,12 +320,7 @@ def verified_files(
         expected = file.sha256.lower() if file.sha256 else recorded.get(file.name)
         origin = "published" if file.sha256 else f"recorded on first use in {sums_path}"
         own = shipped_data_dir() / dataset / file.name
-        if file.shipped and own.is_file():
-            advice = (
-                f"The book's own copy is damaged: restore it (`git checkout -- {own}` in a "
-                "clone, or reinstall the book)."
-            )
-            _check(own, expected, "the book's record", advice)
+        if file.shipped and _shipped_copy(own, expected):
             found[file.name] = own
             continue
         path = _local_copy(file, expected, origin, mirror_folder, mirror_given_by, cache_folder)
@@ -312,13 +329,7 @@ def verified_files(
             continue
 
         if file.url is None:
-            why = "not published online: only a local copy can provide it"
-            if file.shipped:
-                why = (
-                    f"the book ships it as {own}, which is missing: restore it (`git checkout -- "
-                    f"{own.parent}` in a clone, or reinstall the book)"
-                )
-            missing.append((file, why))
+            missing.append((file, _why_no_copy(file, own)))
             continue
         if not download:
             missing.append((file, "not downloaded: download=False"))

@@ -260,7 +260,9 @@ def test_the_wheel_holds_the_package_and_its_data(reader):
     assert not [n for n in names if n.endswith(".lock") or n.endswith(".tmp")]
     # Of data/, the wheel carries the book's own data set only (chapter 8's WMT sample), whole.
     sample = [
-        f"annotated/data/wmt14-toy-ende/{s}.{lang}.gz" for s in WMT14_SPLITS for lang in "en de"
+        f"annotated/data/wmt14-toy-ende/{s}.{lang}.gz"
+        for s in WMT14_SPLITS
+        for lang in ("en", "de")
     ]
     data = sorted(n for n in names if "/data/" in n)
     assert data == sorted([*sample, "annotated/data/wmt14-toy-ende/README.md"]), data
