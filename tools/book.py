@@ -285,6 +285,15 @@ def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
 # output of its own: a slow machine saved some fifty of them for one copy-task training. Jupyter
 # shows only the last state, and so does nbval, which compares streams after the same folding.
 _REDRAWN = re.compile(r"^.*\r(?=[^\n])", re.MULTILINE)
+_ERASED = re.compile(r"[^\n\x08]\x08")
+
+
+def as_printed(text: str) -> str:
+    """A stream as a terminal leaves it (and as nbval compares it): a backspace erases the
+    character before it, and a line rewritten after a carriage return keeps only its last form."""
+    while (erased := _ERASED.sub("", text)) != text:
+        text = erased
+    return _REDRAWN.sub("", text)
 
 
 def settle_streams(notebook: nbformat.NotebookNode) -> None:
@@ -307,7 +316,7 @@ def settle_streams(notebook: nbformat.NotebookNode) -> None:
                 outputs.append(output)
         for output in outputs:
             if output.output_type == "stream":
-                output.text = _REDRAWN.sub("", output.text)
+                output.text = as_printed(output.text)
         cell.outputs = outputs
 
 

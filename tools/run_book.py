@@ -75,7 +75,7 @@ TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:  # imported from elsewhere (the tests): tools/book.py beside it
     sys.path.insert(0, str(TOOLS))
 
-from book import CELL_TIMEOUT_S, notebook_client  # noqa: E402  (tools/book.py)
+from book import CELL_TIMEOUT_S, as_printed, notebook_client  # noqa: E402  (tools/book.py)
 
 from annotated.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
 from annotated.figures import HTML_ENV  # noqa: E402
@@ -145,21 +145,6 @@ def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _as_printed(text: str) -> str:
-    """A stream as a terminal leaves it: a backspace erases the character before it, and a line
-    rewritten after a carriage return keeps only its last form."""
-    while True:
-        erased = re.sub(r"[^\n\x08]\x08", "", text)
-        if erased == text:
-            break
-        text = erased
-    lines = []
-    for line in text.split("\n"):
-        pieces = [piece for piece in line.split("\r") if piece]
-        lines.append(pieces[-1] if pieces else "")
-    return "\n".join(lines)
-
-
 def checked_outputs(cell, patterns: list[tuple[re.Pattern, str]]) -> list[tuple[str, str]]:
     """A code cell's checked outputs as (kind, sanitized text): its stdout, all of it, first, then
     the text/plain of each result or display that is not a chart or drawing."""
@@ -170,7 +155,7 @@ def checked_outputs(cell, patterns: list[tuple[re.Pattern, str]]) -> list[tuple[
         if output.get("output_type") == "stream" and output.get("name") == "stdout"
     )
     if stdout:
-        items.append(("stdout", _as_printed(stdout)))
+        items.append(("stdout", as_printed(stdout)))
     for output in cell.get("outputs", []):
         if output.get("output_type") not in ("execute_result", "display_data"):
             continue
