@@ -4,9 +4,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The torch build to install. The default is the CPU build; GPU users name theirs, e.g.
-#   make setup TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
-# or install torch into .venv themselves and pass TORCH= (empty) to keep it.
+# The torch build to install. The default is PyPI's: a CUDA build on Linux (gigabytes), the CPU
+# build on macOS and Windows. Name another with PyTorch's own index, e.g. a Linux laptop's CPU build
+#   make setup TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+# (cu128 instead of cpu for CUDA 12.8), or install torch into .venv yourself and pass TORCH= (empty).
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 # The exact versions every package is installed at (the ones the notebooks were executed with).
@@ -104,7 +105,7 @@ test: $(STAMP) browser  ## unit tests, the site in a browser, nbval on every not
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
 	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) -p no:cacheprovider
 
-unit: $(STAMP)  ## unit tests only (fast; the browser tests of the site and the PDF are left out)
+unit: $(STAMP)  ## unit tests only (minutes; the browser tests of the site and the PDF, and nbval, are left out)
 	$(PY) -m pytest tests --ignore tests/test_site.py --ignore tests/test_site_layout.py --ignore tests/test_pdf.py
 
 nbval: $(STAMP)  ## nbval on every notebook only

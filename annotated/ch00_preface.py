@@ -108,8 +108,9 @@ from annotated.ch01_attention import attention
 #
 # The Transformer's proposal is to use **attention alone**: in one layer, every position looks
 # directly at every other position, so any two positions are one step apart, and all positions
-# are computed in parallel. The price is that attention weighs all positions with averaged
-# weights, which blurs detail; multi-head attention (chapter 1) is the paper's remedy.
+# are computed in parallel. The price, as section 2 puts it in its own words, is resolution: each
+# position receives an average of the positions it attends to, weighted by attention, and an
+# average blurs detail; multi-head attention (chapter 1) is the paper's remedy.
 #
 # ## Why self-attention (section 4, Table 1)
 #

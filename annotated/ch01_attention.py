@@ -264,8 +264,9 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 
 # %% [markdown]
 # After this one step of attention the verb's vector carries $(0.36, 0.36, 0.05, 0.13)$: mostly
-# *dog* and *ball*, a little *red*. It now holds who chases what, which on its own it could not
-# know. The article *a* looks for nothing (its query is zero), so all six scores are 0, its
+# *dog* and *ball*, a little *red*. It now knows which two nouns it relates, which on its own it
+# could not; it does not yet know which one does the chasing, since dog and ball count equally here.
+# Roles come from word order, which attention alone cannot see: chapter 2 adds positions. The article *a* looks for nothing (its query is zero), so all six scores are 0, its
 # weights are all 1/6 and it receives the plain average of the values.
 #
 # All six queries are computed at once, as three matrix operations: the score matrix
@@ -360,11 +361,19 @@ def softmax_saturation(
 # saturation_chart(saturation)
 
 # %% [markdown]
-# Unscaled, the largest weight climbs towards 1 as $d_k$ grows and the gradient collapses
-# towards 0: with the paper's $d_k = 64$ a typical unscaled softmax already gives most of its
-# weight to one key and passes back only a fraction of the signal of the scaled one. Scaled, both
-# curves are flat: the softmax behaves the same at every width, which is exactly what the
-# $1/\sqrt{d_k}$ buys.
+# Unscaled, the largest weight climbs towards 1 as $d_k$ grows and the softmax's gradient falls:
+# with the paper's $d_k = 64$ a typical unscaled softmax already gives most of its weight to one
+# key, and the gradient it passes back to its scores is about half that of the scaled one (the
+# table below). Scaled, both curves are flat: the softmax behaves the same at every width.
+#
+# Read the gradient column for what it is: the gradient at the softmax's *input*, the scores after
+# any division. On the way back to $W^Q$ and $W^K$ the chain rule divides the scaled version's
+# gradient by $\sqrt{d_k}$ once more, so the scaled model does not send *more* gradient to its
+# projections; at $d_k = 64$ it sends less (its column's figure divided by 8, against the unscaled
+# figure). What the scaling buys is an unsaturated softmax: weights spread over several keys, and
+# a gradient that reaches every score instead of pinning the choice on one key, whose size Adam
+# (chapter 3) rescales anyway. Saturation, not the size of the gradient, is the measurement's
+# lesson, and it is the reason section 3.2.1 gives.
 
 # %% tags=["active-ipynb"]
 # saturation[saturation.d_k == 64].round(3)
@@ -475,8 +484,9 @@ def fused_attention_pays(query: Tensor) -> bool:
     """Whether `F.scaled_dot_product_attention` beats `attention` for queries like these.
 
     On GPUs the fused kernels are PyTorch's fast path. In float32 on a 2-core Xeon, a forward and
-    backward pass at chapter 7's sentence lengths took 0.5 to 0.7 of `attention`'s time; in
-    bfloat16 on the same CPU, PyTorch 2.13's fused kernel took four to five times as long.
+    backward pass at chapter 7's sentence lengths took less time than `attention`; in bfloat16 on
+    a CPU, PyTorch 2.13's fused kernel took several times as long (measured once, on a Xeon with
+    AMX, and not kept in a record).
     """
     return query.device.type != "cpu" or query.dtype in (torch.float32, torch.float64)
 

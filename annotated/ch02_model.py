@@ -431,9 +431,15 @@ class Decoder(nn.Module):
 #
 # Tokens enter as integer ids. A learned embedding table turns each id into a
 # $d_\text{model}$-wide vector, and the paper multiplies those vectors by
-# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The paper gives no reason; ours is a matter of
-# scale: the positional encodings added next have entries between −1 and 1, and without the
-# factor a small-initialized embedding would be drowned by them.
+# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The paper gives no reason. What the factor does is
+# a matter of scale. The table starts small: Xavier initialization (section 7 below) spreads a
+# matrix's entries less the more rows it has, and an embedding table has one row per word of the
+# vocabulary, so at the paper's sizes a word's vector is tiny. The positional encodings added
+# next are sines and cosines, far larger. The factor lifts the words by more than twenty times,
+# from a whisper under the positions to a clear signal, though still smaller than them at the
+# start (section 6 measures both); training then sets the balance. With shared weights the same
+# matrix is also the output layer, where small entries suit, and the factor lets one matrix serve
+# both ends.
 #
 # At the other end, a linear layer maps the decoder's output to one score (*logit*) per target
 # word; a softmax over them gives the next-token distribution. Our model returns the logits and
@@ -565,6 +571,21 @@ class LearnedPositions(nn.Module):
 
 # %% tags=["active-ipynb"]
 # positional_chart()
+
+# %% [markdown]
+# Section 5's question, measured at the paper's sizes: how large is a word's vector, as
+# `make_model` initializes it, against the encoding of its position? (Root mean square of the
+# entries, over the whole table and the first 512 positions.)
+
+# %% tags=["active-ipynb"]
+# words = Embeddings(37000, 512)
+# nn.init.xavier_uniform_(words.lut.weight, generator=torch.Generator().manual_seed(0))
+# rms = lambda x: x.pow(2).mean().sqrt().item()  # noqa: E731
+# with torch.no_grad():
+#     word, scaled = rms(words.lut.weight), rms(words.lut.weight * words.scale)
+# position = rms(PositionalEncoding(512, 0.0).table[:512])
+# print(f"a word's vector: RMS {word:.4f}, times sqrt(512): {scaled:.2f}")
+# print(f"a position's encoding: RMS {position:.2f}, {position / scaled:.0f} times the scaled word")
 
 # %% [markdown]
 # ### Checking the claim that $PE_{pos+k}$ is a linear function of $PE_{pos}$

@@ -75,6 +75,7 @@ from tqdm import tqdm
 from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import (
     EncoderDecoder,
+    LearnedPositions,
     PositionalEncoding,
     SublayerConnection,
 )
@@ -514,9 +515,9 @@ def _xlogx(x: float) -> float:
 # 0.3 the model learns much more slowly in the first half hour than at 0.2, yet at 0.2 its
 # validation score stops rising in the last quarter hour while the training loss keeps falling.
 # So the loop can also move dropout during training: with `TrainConfig.p_drop_final` set, the
-# rate of every residual and embedding dropout goes in a straight line from the model's `p_drop`
-# at the first step to `p_drop_final` at the last (the attention-weight dropout, if any, is left
-# alone). Like the learning rate it depends only on the step number, so a resumed run uses the
+# rate of every residual and embedding dropout (after sinusoids or learned positions alike) goes in
+# a straight line from the model's `p_drop` at the first step to `p_drop_final` at the last (the
+# attention-weight dropout, if any, is left alone). Like the learning rate it depends only on the step number, so a resumed run uses the
 # same rates as one never stopped; and like the cooldown it ties the schedule to `max_steps`, so
 # such a run cannot be extended.
 #
@@ -536,7 +537,7 @@ def dropout_rate(step: int, p_start: float, config: TrainConfig) -> float:
 def set_dropout(model: nn.Module, p: float) -> None:
     """Set the rate of every residual and embedding dropout of `model` (not attention dropout)."""
     for module in model.modules():
-        if isinstance(module, (SublayerConnection, PositionalEncoding)):
+        if isinstance(module, (SublayerConnection, PositionalEncoding, LearnedPositions)):
             module.dropout.p = p
 
 

@@ -251,7 +251,7 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # One deliberate choice: this model trains in float32, not under bfloat16 autocast. Autocast
 # converts the inputs of every matrix product to bfloat16 and back, and for $64 \times 64$
 # matrices the conversions cost nearly what the faster products save: on the book's AMD EPYC
-# `make bench-copy` measures a bf16 step of this model only 1.1 times as fast as an fp32 one
+# `make bench-copy` measures a bf16 step of this model only 1.06 times as fast as an fp32 one
 # (on an earlier machine, not recorded, it was slower). For so small a gain fp32 is worth it: it
 # computes the same way on every CPU, with bf16 instructions or without. The same benchmark shows
 # the balance tipping as the model gets wider (1.43 times at width 256, 1.68 at 512), which is why

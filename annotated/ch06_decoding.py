@@ -260,9 +260,16 @@ def greedy_decode_cached(
 # every word, each extension is scored by the sum of its words' log-probabilities, and the best $k$
 # that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
 # candidate only if it ranks among the best $k$ extensions of its step; one ranked lower is dropped
-# like any other, since $k$ extensions of its step already score above it. A sentence is done when
-# $k$ candidates have finished (or the length limit is reached), and its translation is the best
-# finished candidate.
+# like any other. A sentence is done when $k$ candidates have finished (or the length limit is
+# reached), and its translation is the best finished candidate.
+#
+# Dropping a low-ranked ending is a heuristic, not a proof that it could never win. A hypothesis's
+# score only falls as it grows, so an ending dropped early can still score above every candidate
+# that finishes later. The paper's own search (tensor2tensor's) looks wider: at each step it ranks
+# the $2k$ best extensions, keeps the best $k$ that have not ended alive, sets aside every ending
+# among all $2k$, keeps the best $k$ finished so far, and stops only when no live hypothesis, even
+# at the longest length allowed, could beat them. Ours is the simpler rule: it does less work and stops sooner, and the
+# price is that now and then it misses the best-scoring sentence.
 #
 # Sums of log-probabilities favour short outputs: every extra word makes the sum more negative.
 # The paper uses beam size 4 and a **length penalty** $\alpha = 0.6$ (section 6.1, following Wu et
@@ -321,7 +328,7 @@ def beam_search(
             states = model.decode(memory, src_mask, ys[:, -1:], None, cache)
             top_scores, origin, token = _extend(scores, model.generator(states[:, -1]), beam)
             ends = (token == specials.eos) | (step == max_len)  # out of room: all live ones end
-            # Set aside those that ended within the best k (one ranked lower could never win).
+            # Set aside those that ended within the best k (a heuristic: one ranked lower is lost).
             ranked = torch.arange(ends.size(1), device=device) < beam
             finishing = ends & ranked & (finished < beam).unsqueeze(1) & torch.isfinite(top_scores)
             if finishing.any():

@@ -359,8 +359,9 @@ def train_multi30k(
 #   hands equation 1 to PyTorch's `F.scaled_dot_product_attention`, one kernel that never keeps
 #   the weights; chapter 1's `attention` and the fused kernel agree to $10^{-12}$ in float64. It
 #   does so in float32 and float64 and on GPUs (`fused_attention_pays` in chapter 1): in bfloat16
-#   on a CPU, PyTorch's fused kernel took four to five times as long as chapter 1's at this
-#   chapter's sentence lengths, so there chapter 1's code runs.
+#   on a CPU, PyTorch's fused kernel took several times as long as chapter 1's at this chapter's
+#   sentence lengths when we measured it once on the Xeon with AMX, so there chapter 1's code
+#   runs.
 # * **Every kernel kept.** The profile times eight steps; a run takes 3,040, and before this
 #   change a run on the Xeon of the benchmark record averaged 0.35 s a step where the budget's
 #   probe (16 of its batches, trained twice) had measured 0.23. The difference lay outside the
@@ -390,10 +391,10 @@ def train_multi30k(
 # element-wise work into fewer passes, but on the benchmark record's Xeon in bfloat16 the compiled
 # step was slower than the plain one, before counting its compile time (the benchmark below records both). And
 # an output layer computed block by block with the loss, so that the logits never exist whole,
-# must compute the product twice (once for the loss, once for its gradient): measured alone, the
-# output layer and loss took longer that way (101 ms against 75 for a 3,000-token batch). The benchmark
-# (`benchmarks/step_speed.py`, run by `make bench-multi30k`) times chapter 3's `train` on a
-# sample of this run's own steps, for this step and for `nn.Transformer` given the same loss,
+# must compute the product twice (once for the loss, once for its gradient): measured once, alone,
+# the output layer and loss took about a third longer that way for a 3,000-token batch. The
+# benchmark (`benchmarks/step_speed.py`, run by `make bench-multi30k`) times chapter 3's `train`
+# on a sample of this run's own steps, for this step and for `nn.Transformer` given the same loss,
 # optimizer, precision and dropout, and for the book as it was before this fast path; the README
 # has the figures for each kind of CPU.
 

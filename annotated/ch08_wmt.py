@@ -201,7 +201,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
 # | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
-# | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for the first 25 minutes (lab notebook), and the sample gets only 20 |
+# | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for about the first third of the lab notebook's run 4, some thousand steps, and the sample's run takes a few hundred (section 10) |
 # | checkpoints averaged | last 5 | last 20 | last 5 | |
 #
 # The sample shortens the warmup because it takes only a few hundred to a couple of thousand steps
@@ -524,7 +524,14 @@ def wmt_scores(run: Run) -> pd.DataFrame:
 # **Table 2, and where this run stands.** The paper compares the Transformer with the best
 # systems of 2017 on newstest2014, in BLEU and in the floating-point operations their training
 # took. Our run's row is added below, in its own terms: its BLEU is measured on the sample's
-# filtered newstest2014, and its training cost is a rough estimate (section 10). English→French
+# filtered newstest2014, and its training cost is an estimate by a different method from the
+# paper's. Table 2's footnote multiplies each model's training time by its GPUs and their
+# sustained floating-point speed. Ours counts the arithmetic: a training step costs about six
+# operations per parameter per token (a multiply and an add in the forward pass, twice that in the
+# backward), so the cost is about $6 \times \text{parameters} \times \text{target tokens}$. It
+# is a rule of thumb, not a measurement: it ignores attention's own products and the encoder's
+# source tokens. Applied to the paper's base model (65M parameters, 100K steps of 25,000 target
+# tokens) it gives about 10¹⁸, the same order as the table's 3.3 × 10¹⁸. English→French
 # (WMT 2014's 36 million sentence pairs, a 32,000 word-piece vocabulary) is the other half of the
 # table: the big model reached 41.8 there, again above every single model and ensemble before it.
 # This book does not train English→French; the command of section 9 would, given the data and
@@ -562,9 +569,11 @@ def table_2() -> pd.DataFrame:
 # # NBVAL_IGNORE_OUTPUT
 # table2 = table_2()
 # ours = scores[(scores.split == "test") & scores.decoding.str.startswith("beam")].iloc[0]
+# flops = 6 * count_parameters(run.translator.model) * int(run.history.tokens.sum())
+# base_flops = float(table2.set_index("model").loc["Transformer (base)", "FLOPs EN-DE"])
 # table2.loc[len(table2)] = [
 #     f"this book: the {profile} run, 2 CPU cores", str(ours["tokenized BLEU"]), "",
-#     "about 1e14", "", "0.00003",
+#     f"{flops:.1e}", "", f"{flops / base_flops:.0e}",
 # ]
 # table2.set_index("model")
 
@@ -608,6 +617,15 @@ def table_2() -> pd.DataFrame:
 # the square root of its own square, so it moves by up to a learning rate either way. In float32
 # that noise is far above Adam's $\epsilon = 10^{-9}$; in float64 far below. The weights must agree
 # to within $10^{-8}$ (the learning rate here is about 0.1).
+#
+# The check also switches **dropout off**, and that matters: with dropout on, the two ways of
+# training no longer take the same steps. Dropout's masks are random draws, and each process draws
+# from its own generator, seeded alike (chapter 3's `resume`). One process accumulating two
+# micro-batches draws the masks of the first micro-batch and then fresh ones for the second; two
+# processes each draw the *first* masks, for different micro-batches. Both are valid dropout, but
+# not the same numbers, so only the dropout-free arithmetic can be compared exactly. (That every
+# process repeats the same mask stream is a simplification of ours: a checkpoint holds process
+# 0's generators, and giving each process a stream of its own would mean saving each one's.)
 
 
 # %%
@@ -734,7 +752,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # |---|---|---|---|
 # | hardware | 8 P100 GPUs | 8 P100 GPUs | 2 CPU cores |
 # | time | 12 hours (100K steps × 0.4 s) | 3.5 days (300K steps × 1.0 s) | a budget of 20 training minutes |
-# | training cost (Table 2) | 3.3 × 10¹⁸ FLOPs | 2.3 × 10¹⁹ FLOPs | about 10¹⁴ FLOPs |
+# | training cost (Table 2) | 3.3 × 10¹⁸ FLOPs | 2.3 × 10¹⁹ FLOPs | ≈ 7.1 × 10¹³ FLOPs (6 × parameters × tokens, section 8) |
 # | data seen | ≈ 2.5 × 10⁹ target tokens | ≈ 7.5 × 10⁹ | ≈ 1.6 × 10⁶ (346 steps of about 4494) |
 # | newstest2014 BLEU | 27.3 (tokenized) | 28.4 (tokenized) | 0.20 tokenized, 0.20 sacreBLEU (section 8) |
 #
@@ -769,9 +787,12 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 #
 # The same number: one GPU accumulates 8 micro-batches of 3,125 tokens per step, eight GPUs take
 # one each, so a step holds the same batches either way and the schedule means the same thing.
-# The same steps up to rounding: the gradients are sums of the same numbers added in another
-# order, so the weights drift apart in their last bits; section 9's check, in float64, shows how
-# small that is.
+# The same steps up to rounding only without dropout. Then the gradients are sums of the same
+# numbers added in another order, so the weights drift apart in their last bits; section 9's
+# check, in float64 with dropout off, shows how small that is. With the base model's dropout on,
+# the runs differ by more than rounding: each draws its masks in its own order (one GPU a fresh
+# mask per micro-batch, eight GPUs the same first masks on each), so the two runs are equally
+# good samples of training, but not the same steps.
 #
 # </details>
 #

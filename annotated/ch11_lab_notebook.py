@@ -326,9 +326,11 @@
 # epochs instead of 20, it was lower at that point. Run 11 learned fastest of every run in this
 # notebook (validation 35 at step 1,064, 380 steps before run 9) and ended below run 9 on every
 # final score: 0.4 with beam search and 0.9 greedy on test2016, 1.1 with beam search on validation.
-# Run 9 made a second time, as chapter 7's benchmark record (the same seed and batches, two threads
-# instead of one), differs from it by up to half a point on the test set and 0.6 on validation, so
-# this is one seed's word, not a verdict; it does not invite a second look before other ideas.
+# Run 9 made a second time, as chapter 7's benchmark record (the same seed and batches, but two
+# threads instead of one, on the Xeon with AMX instead of the EPYC, and with chapter 7's fast step,
+# which adds the same numbers in another order), differs from it by up to 0.5 on the test set and
+# 0.3 on validation, so this is one seed's word, not a verdict; it does not invite a second look
+# before other ideas.
 #
 # **What we took from runs 10 and 11.** Run 10 became chapter 7's `long` profile, for CPUs that
 # have the time. We estimated about 44 minutes on the Xeon; trained there later, alone, it took
@@ -359,8 +361,10 @@
 #   8,000, are untested. They would also remove the `<unk>` ceiling of section 2.
 # * **The rest of Table 3.** Chapter 9 measured Table 3's rows on Multi30k, each for 700 steps
 #   around a pre-norm base with three seeds. Of the variants that beat its base beyond the noise
-#   band, section 7 ran two (two layers, no dropout at the start). The others, a smaller
-#   feed-forward layer, a wider model and learned positions, are still worth a full run against
+#   band, section 7 ran two (two layers, no dropout at the start). The others, one layer a side
+#   (the table's best line at 700 steps, whose lead may not survive a full run's twenty epochs,
+#   where capacity has time to pay), a smaller feed-forward layer, a wider model and learned
+#   positions, are still worth a full run against
 #   chapter 7's recipe with the same seed; a `make bench-recipes` candidate is one line of
 #   `benchmarks/bench_recipes.py`. Learned positions with two layers is already one, begun but
 #   not finished.

@@ -203,6 +203,21 @@ def test_set_dropout_leaves_attention_dropout_alone():
     assert after["attention"] == before["attention"]
 
 
+@pytest.mark.parametrize("learned_positions", [False, True])
+def test_set_dropout_reaches_the_embedding_dropout_of_either_kind_of_positions(learned_positions):
+    model = tiny_model(p_drop=0.1, learned_positions=learned_positions)
+    set_dropout(model, 0.3)
+    embedding_dropouts = [
+        module.dropout.p
+        for module in model.modules()
+        if hasattr(module, "dropout") and type(module).__name__.endswith(("Positions", "Encoding"))
+    ]
+    assert embedding_dropouts == [0.3, 0.3], (
+        f"set_dropout left the positions' dropout at {embedding_dropouts} "
+        f"(learned_positions={learned_positions})"
+    )
+
+
 def test_training_follows_the_dropout_schedule_step_by_step():
     model = tiny_model(p_drop=0.1, p_attn_drop=0.05)
     config = TrainConfig(max_steps=5, warmup=2, p_drop_final=0.5)
