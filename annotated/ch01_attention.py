@@ -683,7 +683,7 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # |---|---|---|---|
 # | encoder self-attention | the encoder layer below | the same | padding of the source |
 # | decoder self-attention (masked) | the decoder layer below | the same | padding *and* future of the target |
-# | encoder-decoder attention | the decoder layer below | the encoder's output | padding of the source |
+# | encoder-decoder attention | the same decoder layer's masked self-attention sub-layer | the encoder's output | padding of the source |
 #
 # In self-attention every position of a sequence looks at every (allowed) position of the same
 # sequence; in encoder-decoder attention every target position looks at the whole source

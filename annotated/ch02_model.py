@@ -674,7 +674,8 @@ def _below(error: float, bound: float) -> str:
 # $W^Q$ and $W^K$ first, and keeps this property exactly only if those matrices respect the
 # rotations, which nothing in training forces; so this is what the encoding offers a head, not
 # a promise about what every head does with it. We measure the encodings' dot products for pairs
-# far beyond a 512-row table:
+# far beyond the table this module precomputes (5,000 rows by default; the book's runs set
+# `max_len` to 512):
 
 
 # %%

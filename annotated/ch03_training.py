@@ -382,7 +382,7 @@ def make_optimizer(
 #   the right one *nor* the pad symbol: a vocabulary of $V$ tokens gives each
 #   $\epsilon_{ls} / (V - 2)$. Pad gets exactly 0, since the model must never predict it. (PyTorch's
 #   `F.cross_entropy(label_smoothing=ε)` spreads $\epsilon/V$ over *all* $V$ tokens, the right one
-#   and pad included; section 3 below compares the two.)
+#   and pad included; the end of this section compares the two.)
 # * **Which loss.** We minimize the Kullback-Leibler divergence $KL(q \,\|\, p) = \sum_c q_c
 #   (\log q_c - \log p_c)$ from the smoothed target $q$ to the model's distribution $p$. It differs
 #   from cross-entropy $-\sum_c q_c \log p_c$ only by the entropy of $q$, a constant, so the
@@ -559,9 +559,9 @@ def set_dropout(model: nn.Module, p: float) -> None:
 # numbers, and keeps an element when its number is at least $p \cdot 65536$: a quarter of the draws,
 # the same distribution up to rounding $p$ to a multiple of $1/65536$, and the same $1/(1-p)$
 # scaling of what is kept. `use_fast_dropout` swaps it in for every `nn.Dropout` of a model; it has
-# no weights, so checkpoints are unchanged. It is an option of the run configuration
-# (`fast_dropout`), off by default: the CPU recipes of chapters 7 and 8 switch it on; elsewhere,
-# measure before you do.
+# no weights, so checkpoints are unchanged. Chapter 7's run configuration, `RunConfig`, has an
+# option for it (`fast_dropout`), off by default: the CPU recipes of chapters 7 and 8 switch it
+# on; elsewhere, measure before you do.
 
 
 # %%
@@ -911,8 +911,12 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 # eps_ls)`: for each target id, $1 - \epsilon_{ls}$ on it, $\epsilon_{ls}$ shared equally by the
 # other tokens except the padding token, and an all-zero row where the target is the padding.
 #
-# **3.4 Modify.** Train chapter 4's copy task with `eps_ls=0` and with `eps_ls=0.3`. Which reaches a
-# lower training loss, which copies better, and why are the two questions different?
+# **3.4 Modify (after chapter 4).** This one needs chapter 4's copy task: come back to it once
+# you have read chapter 4, whose `train_copy_model(setup)` trains it (`from
+# annotated.ch04_copy_task import COPY_SETUP, train_copy_model`; change the setup's `"train"`
+# configuration with `dataclasses.replace`). Train the copy task with `eps_ls=0` and with
+# `eps_ls=0.3`. Which reaches a lower training loss, which copies better, and why are the two
+# questions different?
 #
 # <details><summary>Answer</summary>
 #

@@ -743,9 +743,17 @@ def traced_search(
 # mean of a list of state dicts with the same keys, computed in float64 and returned in float32,
 # as `average_snapshots` does with the snapshot files.
 #
-# **7.3 Modify.** Train the `class` profile (`ANNOTATED_PROFILE=class`) with `norm_first=True`,
-# `warmup=300` and `lr_factor=0.7` (the pre-norm recipe of the lab notebook) and compare its
-# validation curve with the post-norm one. Which is ahead after one epoch, and at the end?
+# **7.3 Modify.** Train the `class` profile with pre-norm blocks, `norm_first=True`, and a peak
+# rate fit for them, `lr_factor=0.7` (the lab notebook's pre-norm recipe; the class profile's
+# warmup of 300 steps is that recipe's already), and compare its validation curve with the class
+# profile's own. Which is ahead after one epoch, and at the end? `ANNOTATED_PROFILE` only picks a
+# profile, so build the variant in a cell and give it a folder of its own (a run folder refuses
+# to resume under another configuration):
+#
+# ```python
+# prenorm = dataclasses.replace(PROFILES["class"], norm_first=True, lr_factor=0.7)
+# prenorm_run = train_multi30k(prenorm, RUNS_DIR / "multi30k-class-prenorm")
+# ```
 #
 # <details><summary>Answer</summary>
 #

@@ -36,6 +36,7 @@ def record_file(name: str) -> Path:
 
 
 NUMBER = r"[-−]?\d[\d,]*(?:\.\d+)?"  # 4,532 or 40.13 or 0.75 (a comma groups thousands)
+OTHER_SOURCE = r"[\w-]+\.json: |notebooks/[\w-]+\.ipynb: "  # a value's own source, before its path
 
 
 @dataclass(frozen=True)
@@ -163,12 +164,12 @@ def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
         }
         return float(eval(value[2:], {"__builtins__": {}, **names})) * scale
     source = quote.source
-    if re.match(r"[\w-]+\.json: ", value):  # another record than the quote's `from`
+    if re.match(OTHER_SOURCE, value):  # another record or notebook than the quote's `from`
         source, value = value.split(": ", 1)
     if source.endswith(".json"):
         record = read_record(record_file(source))
         return float(walk(record, value)) * scale
-    notebook = nbformat.read(ROOT / quote.source, as_version=4)
+    notebook = nbformat.read(ROOT / source, as_version=4)
     outputs = "\n".join(
         output.get("text", "") or output.get("data", {}).get("text/plain", "")
         for cell in notebook.cells
@@ -196,7 +197,7 @@ def test_the_prose_quotes_its_sources_right(quote):
     for place, written in find(quote):
         for figure, value, scale in zip(written, quote.values, quote.scales, strict=True):
             expected = source_value(quote, value, scale)
-            source = value if re.match(r"[\w-]+\.json: ", value) else f"{quote.source}: {value}"
+            source = value if re.match(OTHER_SOURCE, value) else f"{quote.source}: {value}"
             assert agrees(figure, expected), (
                 f"{place} says {figure} where {source} has {expected:g}: update the prose, or "
                 "the record if the prose is right"

@@ -27,7 +27,7 @@ from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import DATA_DIR_ENV
 from annotated.runs import load_translator
-from annotated.translate import translate_stream
+from annotated.translate import default_checkpoint, translate_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -509,3 +509,13 @@ def test_settle_streams_keeps_what_a_terminal_shows_of_a_progress_bar():
         ("execute_result", None, None),
         ("stream", "stdout", "after\n"),
     ]
+
+
+def test_the_filter_finds_a_run_of_any_profile_that_train_writes(tmp_path):
+    assert default_checkpoint(tmp_path) == tmp_path / "multi30k-full" / "averaged.pt"  # none yet
+    for profile in ("smoke", "class", "full", "long"):  # each found, the longer runs preferred
+        (tmp_path / f"multi30k-{profile}").mkdir()
+        (tmp_path / f"multi30k-{profile}" / "checkpoint.pt").write_bytes(b"")
+        assert default_checkpoint(tmp_path) == tmp_path / f"multi30k-{profile}" / "checkpoint.pt"
+    (tmp_path / "multi30k-long" / "averaged.pt").write_bytes(b"")
+    assert default_checkpoint(tmp_path) == tmp_path / "multi30k-long" / "averaged.pt"
