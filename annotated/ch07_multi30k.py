@@ -144,12 +144,10 @@ from annotated.runs import (
 # (`ANNOTATED_PROFILE=class`), runs the same model on a smaller budget: five epochs (760 steps),
 # 300 warmup steps, the rate brought down over the last two and a half epochs, dropout rising from
 # 0.1 to 0.2, and the last two half-epoch snapshots averaged.
-# Measured alone on the book's 2-core AMD EPYC (bf16): 760 steps in 8.2 training minutes, about 10
-# from the command to the final scores, validation BLEU 29.6 (greedy, bare weights), and 33.2 on
-# the 2016 test set with averaging, copying and beam search. "A mother and her small son enjoying
-# a beautiful day outside." is its translation of the test sentence whose reference reads the
-# same but for "young song", a typo for "young son" in the data set itself: BLEU counts that
-# word against a correct translation. The course page of the site has its figures and the syllabus.
+# Run with it, this notebook prints the class run's plan, curves and scores as it does the full
+# run's; they were measured once on the book's AMD EPYC and not kept in a record, so the book does
+# not quote them. The course page of the site has the syllabus and how to try the profile on a
+# class's machines.
 #
 # **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
 # twice its steps fit into the 54 minutes a budget of 60 plans; on the Intel Xeon with AMX of the
@@ -623,7 +621,21 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # all_queries_chart(words, Q, K, V, contents=dims[:4])
 
 # %% [markdown]
-# What this head does, in the run saved here (head 2 of the first layer, as the cell above prints;
+# The same weights in words: for each word of the sentence, the weight it keeps for itself and
+# the three words it weighs most.
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# # (another run's head weighs other words; the paragraph below quotes these lines, and
+# # tests/test_quoted_figures.py checks that it still does)
+# assert torch.allclose(ours.sum(-1), torch.ones(len(words)), atol=1e-5)
+# for i, word in enumerate(words):
+#     weight, where = ours[i].topk(3)
+#     most = ", ".join(f"{words[j]} {w:.2f}" for w, j in zip(weight.tolist(), where.tolist()))
+#     print(f"{word:>15}: itself {float(ours[i, i]):.2f}; most on {most}")
+
+# %% [markdown]
+# What this head does, in the run saved here (head 2 of the first layer, as the cells above print;
 # another run or machine may pick another head, and the numbers will differ). One word draws most
 # of the attention: *Mountainbikes*. The verb *fahren* puts 0.67 of its weight on it, the thing
 # being ridden, and only 0.03 on itself; the unknown word (*Dschungellandschaft*, read as `<unk>`)
@@ -667,6 +679,26 @@ def traced_search(
 #
 # trace, target_words = traced_search(walk_model, sentence)
 # beam_tree(trace, target_words, alphas=(0.6, 2.5))
+
+# %% [markdown]
+# The drawing's numbers in words: the $2k$ extensions of the first three steps with their sums
+# of log-probabilities, the step at which each finished candidate ended, and each $\alpha$'s
+# choice.
+
+# %% tags=["active-ipynb"]
+# # NBVAL_IGNORE_OUTPUT
+# # (another run searches differently; the paragraph below quotes these lines, and
+# # tests/test_quoted_figures.py checks that it still does)
+# from annotated.ch06_decoding import beam_winner
+#
+# for step, candidates in enumerate(trace[:3], start=1):
+#     scores = ", ".join(f"{target_words[c.tokens[-1]]} {c.score:.2f}" for c in candidates)
+#     print(f"step {step}: {scores}")
+# ends = [len(c.tokens) for step in trace for c in step if c.finished]
+# assert len(ends) == 4 or max(ends) == len(trace), "a search ends with k finished candidates"
+# print(f"{len(ends)} finished, at steps {', '.join(map(str, ends))}")
+# for alpha in (0.6, 2.5):
+#     print(f"α = {alpha}:", " ".join(target_words[t] for t in beam_winner(trace, alpha).tokens))
 
 # %% [markdown]
 # In the run saved here the model is nearly sure of its first word (*Six*, log-probability

@@ -285,8 +285,8 @@
 # | validation BLEU 30 / 35 first at step | 1,064 / 1,900 | 912 / 1,368 | 912 / 1,444 |
 #
 # **What this showed.** Both changes learn faster: run 9 was ahead of run 6 at nearly every
-# evaluation of the first half of training, run 8 at most of them, and both reached 35 some 450 to
-# 530 steps (a quarter of the way) sooner. At the end both stand at or above run 6 on every line but
+# evaluation of the first half of training, run 8 at most of them, and both reached 35 sooner, run
+# 9 by 456 steps and run 8 by 532 (about a sixth of the way). At the end both stand at or above run 6 on every line but
 # one (run 9's validation beam score, 0.04 lower). Most of the differences are a few tenths, the
 # size by which two makings of one recipe differ (section 6), and the two runs do not even agree on
 # where they gain: run 9's clear gains are on the test set (1.6 greedy, 2.0 from the last weights

@@ -67,13 +67,13 @@ def load_quotes(table: Path = TABLE) -> list[Quote]:
     return quotes
 
 
-def words_pattern(says: str) -> re.Pattern:
+def words_pattern(says: str, number: str = NUMBER) -> re.Pattern:
     """`says` as a pattern: words apart by any whitespace (a line break, and the `# ` of a
-    chapter's markdown, included), each {} a number."""
+    chapter's markdown, included), each {} a number (written as `number` matches)."""
     pieces = []
     for piece in re.split(r"(\{\}|\s+)", says.strip()):
         if piece == "{}":
-            pieces.append(f"({NUMBER})")
+            pieces.append(f"({number})")
         elif piece.isspace():
             pieces.append(r"(?:\s|#)+")
         elif piece:
