@@ -93,7 +93,7 @@ from annotated.ch06_decoding import tokenized_bleu
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import read_wmt14
 from annotated.devices import DEVICE_ENV
-from annotated.distributed import process_group_backend, rank_and_world
+from annotated.distributed import cuda_gpus, process_group_backend, rank_and_world
 from annotated.runs import (
     Run,
     RunConfig,
@@ -630,11 +630,12 @@ def table_2() -> pd.DataFrame:
 
 # %%
 def setup_distributed() -> tuple[int, int]:
-    """Join the process group that torchrun describes (nccl on GPUs, gloo on CPUs): rank, world."""
+    """Join the process group that torchrun describes (nccl where every process has a GPU of its
+    own, else gloo on the CPU; `process_group_backend`): rank, world."""
     if "RANK" not in os.environ or torch.distributed.is_initialized():
         return rank_and_world()
     processes = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("WORLD_SIZE") or 1)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = cuda_gpus()
     backend = process_group_backend(processes, gpus, os.environ.get(DEVICE_ENV, ""))
     if backend == "gloo" and 0 < gpus < processes and os.environ.get("LOCAL_RANK") == "0":
         print(
@@ -675,7 +676,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
     else by gloo on the CPU; the one process then trains on the same kind of device.
     """
     folder = Path(folder)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpus = cuda_gpus()
     env = dict(os.environ)
     if process_group_backend(processes, gpus, env.get(DEVICE_ENV, "")) == "gloo":
         env[DEVICE_ENV] = "cpu"  # the one process too: CPU against CPU

@@ -10,6 +10,11 @@ from collections.abc import Sequence
 import torch
 
 
+def cuda_gpus() -> int:
+    """How many CUDA GPUs this machine has (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def process_group_backend(processes: int, gpus: int, named_device: str = "") -> str:
     """How `processes` processes on one machine with `gpus` CUDA GPUs add up their numbers.
 
