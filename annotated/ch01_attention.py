@@ -23,8 +23,8 @@
 # 4. multi-head attention with the paper's $h = 8$, $d_k = d_v = 64$;
 # 5. the three ways the model wires attention up, and a check of our code against PyTorch's own.
 #
-# Every function defined here is imported by later chapters:
-# `from annotated.ch01_attention import attention`. The code that draws this chapter's charts is
+# The model's functions defined here (`attention`, the masks, `MultiHeadAttention`) are imported by
+# later chapters: `from annotated.ch01_attention import attention`. The code that draws this chapter's charts is
 # in `annotated/figures/ch01_attention.py`, and its exercises' checks in
 # `annotated/exercises/ch01_attention.py`; the cells here only call them.
 
@@ -372,8 +372,9 @@ def softmax_saturation(
 # projections; at $d_k = 64$ it sends less (its column's figure divided by 8, against the unscaled
 # figure). What the scaling buys is an unsaturated softmax: weights spread over several keys, and
 # a gradient that reaches every score instead of pinning the choice on one key, whose size Adam
-# (chapter 3) rescales anyway. Saturation, not the size of the gradient, is the measurement's
-# lesson, and it is the reason section 3.2.1 gives.
+# (chapter 3) rescales anyway. Section 3.2.1's reason is the saturation: large dot products push
+# the softmax where its gradient with respect to its scores is tiny, which is the column's
+# measurement, not a claim about the projections' gradients.
 
 # %% tags=["active-ipynb"]
 # saturation[saturation.d_k == 64].round(3)
@@ -387,7 +388,7 @@ def softmax_saturation(
 #   with a pad token. Pads carry no meaning; no query should give them weight. A *padding mask*
 #   has shape `(batch, 1, len_k)`: one row per sentence, broadcast over every query.
 # * **The future.** The decoder produces the output one token at a time, each from the tokens
-#   before it (the model is *auto-regressive*, section 3). In training we feed it the whole
+#   before it (the model is *auto-regressive*, the paper's section 3). In training we feed it the whole
 #   target sentence at once, for speed, so we must stop position $i$ from peeking at positions
 #   $j > i$. A *subsequent mask* is the lower-triangular matrix that allows $j \le i$ only. The
 #   paper implements it (section 3.2.3) by setting the forbidden scores to $-\infty$ before the

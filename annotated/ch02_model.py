@@ -78,8 +78,10 @@ from annotated.ch01_attention import KeyValues, MultiHeadAttention
 # %% [markdown]
 # ## 1. One configuration object
 #
-# Every size in the model comes from one frozen dataclass whose defaults are the paper's base
-# model (Table 3, first row). Frozen means a configuration cannot change under a model that was
+# Every size in the model comes from one frozen dataclass whose defaults are the sizes of the
+# paper's base model (Table 3, first row); the paper's weight sharing (section 3.4, below) is an
+# option, `share_embeddings=True`, off by default because it needs one vocabulary for both
+# languages, and Table 3's 65M counts it on. Frozen means a configuration cannot change under a model that was
 # built from it; `dataclasses.replace` makes a modified copy. `ModelConfig.big(...)` gives the
 # "big" row of Table 3. Invalid combinations fail here, at construction, with a message that
 # says what to change, rather than as a shape error deep inside a forward pass.
@@ -711,9 +713,10 @@ def position_similarity(
 # right half of the heatmap) take values at position 500 that no sentence of 40 words ever
 # produced. In practice Transformers with sinusoids degrade on inputs much longer than their
 # training data; later work moved the position information into the attention scores
-# themselves (relative position representations, rotary embeddings) to do better. Chapter 6's
-# translation filter accepts long sentences, up to a limit you can raise (`--max-tokens`), and
-# leaves a longer line untranslated with a warning instead of spending minutes on it.
+# themselves (relative position representations, rotary embeddings) to do better. The book's
+# translation filter (`python -m annotated.translate`, named in chapter 6; its options are in the
+# README) accepts long sentences, up to a limit you can raise (`--max-tokens`), and leaves a
+# longer line untranslated with a warning instead of spending minutes on it.
 #
 # With the positions, the map is complete:
 
@@ -869,7 +872,8 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # them padded. The output has one row of 11 logits per target position; softmax turns each into
 # a distribution over the next token. Untrained, those distributions are arbitrary: some are
 # flat, some pick a token with confidence, and none has anything to do with the input yet.
-# Chapter 3 trains it.
+# Chapter 3 builds what it takes to train such a model, and chapter 4 trains a first one on a
+# real task.
 
 # %% tags=["active-ipynb"]
 # from annotated.ch01_attention import padding_mask, subsequent_mask
@@ -946,8 +950,8 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # **What we have:** `ModelConfig`, `LayerNorm` from its formula, every box of Figure 1, and
 # `make_model`, with its parameter counts set beside Table 3's. The model's layers are checked
 # against `nn.TransformerEncoderLayer` and `nn.TransformerDecoderLayer` in
-# `tests/test_ch02_model.py`. **Next**, chapter 3 teaches it: batches and masks, the optimizer
-# and its schedule, and label smoothing.
+# `tests/test_ch02_model.py`. **Next**, chapter 3 builds what teaching it takes: batches and
+# masks, the optimizer and its schedule, and label smoothing; chapter 4 trains it.
 
 # %% [markdown]
 # ## Exercises

@@ -115,7 +115,10 @@ from annotated.files import folder_lock
 # `tgt_in` is the target without its last token, `tgt_out` the target without its first: the
 # decoder's input is the target shifted one position to the right (section 3.1), so at every
 # position the input holds the token *before* the one to predict. Thanks to the subsequent mask
-# of chapter 1, all positions are trained at once, yet each sees only its past.
+# of chapter 1, all positions are trained at once, yet each sees only its past. In a padded batch
+# "the last token" is the last column: a shorter sentence's `tgt_in` then still holds its `</s>`
+# (and pads), but the positions that read them must predict pad, which the loss leaves out, so
+# they teach nothing (the batch printed below has one).
 #
 # The loss is averaged over *tokens*, not sentences, and pads are not tokens: `n_tokens` counts
 # the non-pad entries of `tgt_out`.
@@ -449,7 +452,8 @@ def _xlogx(x: float) -> float:
 # smoothing_chart(torch.tensor([2, 5, 9, 0]), vocab=10, pad=0, eps_ls=0.1)
 
 # %% [markdown]
-# Each row has 0.9 on its target, $0.1/8 = 0.0125$ on the other eight tokens, and nothing on pad.
+# Each of the first three rows has 0.9 on its target, $0.1/8 = 0.0125$ on the other eight tokens,
+# and nothing on pad; the last row, whose target is pad itself, is all zeros.
 #
 # What does smoothing do to the model's incentives? Suppose the model puts probability $p$ on the
 # right token and spreads the rest evenly. Plain cross-entropy ($\epsilon_{ls} = 0$) keeps
@@ -550,9 +554,11 @@ def set_dropout(model: nn.Module, p: float) -> None:
 
 
 # %% [markdown]
-# **Cheaper random numbers for dropout.** Profiled on a 2-core CPU under bfloat16 mixed precision
-# (section 5 below explains it; run it yourself with `torch.profiler.profile`), chapter 7's training
-# step spent about a fifth of its time drawing the random numbers of dropout masks: `nn.Dropout`
+# **Cheaper random numbers for dropout.** Profiled once on a 2-core Xeon with AMX under bfloat16
+# mixed precision (section 5 below explains it; run it yourself with `torch.profiler.profile`),
+# chapter 7's training step with `nn.Dropout` spent a large share of its time drawing the random
+# numbers of dropout masks, more than its attention (a measurement not kept in a record; chapter
+# 7's profile shows what is left of it with the cheaper masks below): `nn.Dropout`
 # draws one random number per element, and a CPU's random generator is slow next to its matrix
 # units. A mask only asks whether a random number falls below $p$, and sixteen random bits answer
 # that to within $1/65536$. `FastDropout` draws 64-bit random integers, reads each as four 16-bit

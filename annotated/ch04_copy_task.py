@@ -253,9 +253,10 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # matrices the conversions cost nearly what the faster products save: on the book's AMD EPYC
 # `make bench-copy` measures a bf16 step of this model only 1.06 times as fast as an fp32 one
 # (on an earlier machine, not recorded, it was slower). For so small a gain fp32 is worth it: it
-# computes the same way on every CPU, with bf16 instructions or without. The same benchmark shows
-# the balance tipping as the model gets wider (1.43 times at width 256, 1.68 at 512), which is why
-# chapter 7's model uses bf16.
+# gives every CPU the same precision, with bf16 instructions or without (the last bits still
+# differ with the CPU's kernels and thread count, as the curves below show). The same benchmark
+# shows the balance tipping as the model gets wider (1.43 times at width 256, 1.68 at 512), which
+# is why chapter 7's model uses bf16 where the CPU has it.
 #
 # The copy-task configuration is one object, `COPY_SETUP`; `train_copy_model` runs it. The tests
 # run exactly this function and require 100% exact match, so the claim of this chapter is checked

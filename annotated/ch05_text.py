@@ -108,7 +108,8 @@ from annotated.files import atomic_write, read_vocabulary_file
 # token an id. We split words with spaCy's rule-based tokenizers for German and English
 # (`spacy.blank`, which needs no downloaded model): they split off punctuation and clitics
 # ("man's" → "man", "'s") and keep everything else as written, capital letters included. The
-# paper used subword units instead (byte-pair encoding, section 5.1), which section 4 builds. We
+# paper used subword units instead (byte-pair encoding, the paper's section 5.1), which section 4
+# of this chapter builds. We
 # start with words because they are the simplest thing that works, and their one weakness (words
 # never seen in training) is instructive. Chapter 7 trains on words, and the lab notebook (the
 # appendix) tells how the two compared over an hour of training.
@@ -658,7 +659,7 @@ def padding_fraction(
 # `world`-th batch of it, starting at its own `rank`; with one process (`world` = 1, `rank` = 0,
 # the defaults) it keeps the whole group.
 #
-# `BatchPlan` is that rule, and every trainer in the book asks it for its batches: the Multi30k
+# `BatchPlan` is that rule, and every translation trainer in the book asks it for its batches: the Multi30k
 # and WMT runs (chapters 7 and 8), chapter 8's table of steps, and the check that several
 # processes train exactly like one.
 
@@ -757,7 +758,8 @@ class BatchPlan:
 # gets `<s>` or `</s>` around it) and each batch is a list of indices into `pairs`.
 #
 # **5.4 Modify.** Rebuild the shared subword vocabulary with 2,000 and with 16,000 symbols. How do
-# the subwords per word of the test set change, and what does that do to the length of a batch?
+# the subwords per word of the test set change (the subword ids of the test sentences against their
+# words), and what does that do to the number of sentences a batch holds?
 #
 # <details><summary>Answer</summary>
 #

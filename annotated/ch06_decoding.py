@@ -237,9 +237,10 @@ def greedy_decode_cached(
 # decoding_steps([toy_words[t] for t in shown[:6]], cached=True)
 
 # %% [markdown]
-# The double precision above makes the comparison exact: in float32 the cached and the plain
-# computation add the same numbers in a different order, and on a close call the last bit can pick
-# the other word. The test suite checks the float32 decoders on other random models. How much
+# The double precision above makes a disagreement practically impossible, not the two
+# computations identical: the cached and the plain computation add the same numbers in a
+# different order in any precision, and in float32, whose last bit is some ten orders of
+# magnitude coarser than float64's, a close call can then pick the other word. The test suite checks the float32 decoders on other random models. How much
 # time the cache saves depends on the machine; on yours:
 
 # %% tags=["active-ipynb"]
@@ -706,7 +707,8 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 # BLEU punishes the paraphrase and the scrambled order about equally, since both break the
 # reference's longer n-grams; chrF, counting character n-grams, sees that the scrambled output
 # has every word right. The output one word short loses to the brevity penalty (length ratio
-# 0.947) as well as to its missing n-grams. The signatures record the choices behind the numbers:
+# 0.947) as well as to its missing n-grams; the paraphrase, a token shorter than the reference
+# too, pays the same penalty on top of its broken n-grams. The signatures record the choices behind the numbers:
 
 # %% tags=["active-ipynb"]
 # print(scored["BLEU signature"].iloc[0])
@@ -808,7 +810,17 @@ def evaluate_split(
 #
 # **6.4 Modify (after chapter 7).** This one needs a trained German→English model, which chapter
 # 7 trains: come back to it once you have run chapter 7 (its class profile,
-# `ANNOTATED_PROFILE=class`, trains one in about ten minutes). With chapter 7's `run`, score the
+# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained
+# (`train_multi30k` only loads a finished run):
+#
+# ```python
+# from annotated.ch07_multi30k import profile_config, train_multi30k
+# from annotated.runs import RUNS_DIR
+# profile, config = profile_config("class")
+# run = train_multi30k(config, RUNS_DIR / f"multi30k-{profile}")
+# ```
+#
+# With that `run`, score the
 # validation set greedily with `evaluate_split(run.translator, run.corpus, "val", limit=None,
 # beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and once with `True`. Which sentences
 # change? Look at three of them: is the copied word right?

@@ -114,7 +114,7 @@ from annotated.runs import (
 # | dropout, label smoothing | 0.1, 0.1 | 0.1 rising linearly to 0.3, 0.1 | little while the model underfits, more once twenty passes over 29,000 sentences invite memorising |
 # | beam search | 4, $\alpha = 0.6$ | 4, $\alpha = 2.5$ | $\alpha$ chosen on the validation set, where it makes the outputs as long as the references (section 3) |
 # | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured a bf16 step at 1.43× the speed of an fp32 one at this width, on the book's AMD EPYC (AVX-512 with bf16) |
-# | dropout's random numbers | | chapter 3's `FastDropout` | a fifth of the step went to drawing dropout masks (chapter 3) |
+# | dropout's random numbers | | chapter 3's `FastDropout` | `nn.Dropout`'s masks took a large share of the step (chapter 3); section 2's profile shows what is left |
 # | target embedding = output layer | shared (all three) | shared (target side) | section 3.4; German and English have separate word vocabularies here |
 #
 # The peak learning rate is equation 3 at step `warmup`: $0.358 \cdot 256^{-0.5} \cdot 500^{-0.5}
@@ -123,8 +123,9 @@ from annotated.runs import (
 # The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
 # time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
 # rather than cuts. Before the first step, `train_run` (in `annotated/runs.py`) times a few steps
-# of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of the hour
-# (the rest is a margin for steps that turn out slower than the probe measured), the run is the
+# of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of what the
+# hour leaves after the probe's own minute or so (the rest is a margin for steps that turn out
+# slower than the probe measured), the run is the
 # recipe, unchanged. If they do not, it squeezes the whole schedule into the steps that do
 # fit: the cooldown and the rising dropout end at the new last step, and the snapshots it averages
 # still come from the cooldown. The alternative, stopping the recipe when the hour is up, would
@@ -155,14 +156,16 @@ from annotated.runs import (
 # the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the cooldown
 # over the last 20. What it buys is small and not yet certain. In the recipe search (the AMD EPYC,
 # one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set, against
-# 40.19 and 39.71 for the full profile trained the same way, and reached validation BLEU 39.0
+# 40.19 and 39.71 for the full profile in the same search (trained with one thread, the long
+# profile with two), and reached validation BLEU 39.0
 # against 37.8. Trained once each on an Intel Xeon with AMX, the two scored 40.61 / 39.50 (long)
 # and 40.51 / 39.63 (full): a tenth of a point either way. Two makings of one recipe already differ
 # by up to half a point, so the gain is within the noise of single runs; it would take several
 # seeds of each to measure it. The long profile took 52.2 training minutes on that Xeon before
 # the fast step of section 2 (twice the full profile's steps, so about 24 with it), and 62 on the
-# book's bf16 EPYC, a little more than the hour, so there its budget would plan about 5,300 steps; on a CPU without bf16 it compresses to about the full profile's length, and the full
-# profile is the better choice.
+# book's bf16 EPYC, a little more than the hour, so there its budget would have planned about
+# 5,300 steps (both before the fast step; not measured since). On a CPU without bf16 it
+# compresses to about the full profile's length, and the full profile is the better choice.
 
 
 # %%
@@ -330,7 +333,7 @@ def train_multi30k(
 # %% [markdown]
 # (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
 # a part for its milliseconds and its share of the step. This notebook was executed on a CPU
-# without bf16 instructions, so its profile is of float32 steps, each about three times as long as
+# without bf16 instructions, so its profile is of float32 steps, each about four times as long as
 # the bf16 steps of the benchmark record's Xeon with AMX, whose products run several times faster;
 # the parts are the same. In this notebook's profile the book's loss takes roughly a quarter of
 # the time chapter 3's does. What the first bar shows is typical of a small model on a CPU: the matrix products, the one kind of work the hardware
@@ -466,7 +469,7 @@ def length_penalty_sweep(
 # set with it. There the change of $\alpha$ alone was worth 1.1 BLEU (39.7 against 38.6 at 0.6).
 # The table above is the same sweep for the two-layer run this notebook was executed with (see
 # section 5 for which run that is): 39.1 without a penalty, 39.5 at 0.6, 40.4 at 2.5, where the
-# length ratio reaches 1, and a little lower again at 3.0 and 4.0. The same shape, so 2.5 stays.
+# length ratio is nearly 1, and a little lower again at 3.0 and 4.0. The same shape, so 2.5 stays.
 
 # %% [markdown]
 # Some test sentences, with the reference and both decodings:
@@ -773,7 +776,7 @@ def traced_search(
 #
 # **7.2 Implement** checkpoint averaging (section 6.1), `my_average(state_dicts)`: the element-wise
 # mean of a list of state dicts with the same keys, computed in float64 and returned in float32,
-# as `average_snapshots` does with the snapshot files.
+# as `average_snapshots` (in `annotated/runs.py`) does with the snapshot files.
 #
 # **7.3 Modify.** Train the `class` profile with pre-norm blocks, `norm_first=True`, and a peak
 # rate fit for them, `lr_factor=0.7` (the lab notebook's pre-norm recipe; the class profile's

@@ -28,8 +28,9 @@
 # Table 2, and the scale-out to several processes.
 #
 # **Profiles.** One `RunConfig` decides the sizes. `sample` is the CPU run this notebook was
-# executed with; `smoke` is the tiny one CI runs (`ANNOTATED_PROFILE=smoke`); `base` and `big` are
-# the paper's Table 3 models on the full data, for GPUs.
+# executed with; `smoke` is the tiny one CI runs (`ANNOTATED_PROFILE=smoke`), and `class` the same
+# smoke run under the name a course sets for every chapter; `base` and `big` are the paper's
+# Table 3 models on the full data, for GPUs.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -68,6 +69,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import importlib
 import json
 import math
@@ -182,8 +184,8 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # words short enough to train would leave many of them unknown. So this chapter uses `Subwords`
 # throughout, at the paper's scale: about 37,000 symbols, learned from the English and German
 # sides of the training data together and shared by both (and by the three embedding matrices,
-# section 5 below). Rare names come apart into frequent pieces ("Tymoshenko" might become "Ty", "mos",
-# "hen", "ko"), and nothing is ever `<unk>`.
+# section 5 below). Rare names come apart into frequent pieces (the cell below splits "Tymoshenko"
+# into five), and nothing is ever `<unk>`.
 
 
 # %% [markdown]
@@ -202,14 +204,15 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
 # | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for about the first third of the lab notebook's run 4, some thousand steps, and the sample's run takes a few hundred (section 10) |
-# | checkpoints averaged | last 5 | last 20 | last 5 | |
+# | checkpoints averaged | last 5 | last 20 | last 5 (fewer where a budget holds fewer evaluations: the plan says how many) | |
 #
 # The sample shortens the warmup because it takes only a few hundred to a couple of thousand steps
 # in all, by CPU; with the
 # paper's 4,000 it would never leave the warmup. Its length is a time budget (`max_minutes=20`,
 # chapter 7 explains how a budget plans a run): the run first times a few steps on your machine,
-# then plans as many of the paper's 100,000 steps as fit into 90% of the 20 minutes (a margin for
-# steps slower than the probe measured), and prints the plan.
+# then plans as many of the paper's 100,000 steps as fit into 90% of what the 20 minutes leave
+# after the probe's own time (a margin for steps slower than the probe measured), and prints the
+# plan.
 # The schedule has no cooldown, only equation 3's slow decay, so the planned run is the paper's
 # recipe stopped at a step chosen in advance rather than when a clock ran out.
 
@@ -652,7 +655,9 @@ def setup_distributed() -> tuple[int, int]:
 
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    torch.distributed.init_process_group(backend)
+    # Rank 0 may first download and prepare WMT14 (an hour or more) while the others wait at a
+    # barrier: a timeout far past PyTorch's default of ten minutes.
+    torch.distributed.init_process_group(backend, timeout=datetime.timedelta(hours=6))
     return rank_and_world()
 
 
@@ -744,7 +749,8 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 #
 # Each of the 8 processes runs micro-batches of 3,125 tokens, one per step, for steps of 25,000
 # tokens; `--profile big` trains the big model. The same command with `--nproc_per_node=1` runs on
-# one GPU, accumulating 8 micro-batches per step: the same steps, eight times slower.
+# one GPU, accumulating 8 micro-batches per step: steps of the same batches, about eight times
+# slower (not the identical steps, with dropout on: section 9).
 
 # %% [markdown]
 # ## 10. What this run costs, and what stands between it and 27.3
@@ -764,10 +770,11 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # sees less than a thousandth of the tokens the base model saw, in 346 steps where the paper takes
 # 100,000. The run saved here planned them on a 2-core Intel Xeon without bf16 instructions, so in
 # float32: its probe measured 21 steps a minute (2.9 seconds a step), so 346 steps were to fill 90%
-# of the 20 minutes. The steps then cost 9% less than the probe had measured (2.6 seconds on
+# of the 20 minutes less the probe's own minute and a half. The steps then cost 9% less than the probe had measured (2.6 seconds on
 # average), so training took 15.0 minutes, inside the budget. (An earlier run of this chapter
 # was stopped by its time limit: oneDNN's kernel cache, chapter 7 section 2, was too small for
-# the run's batch shapes, and every step cost 1.8 times what the probe measured.) It scored 0.20
+# the run's batch shapes, and every step cost 1.8 times what the probe measured; that run was on
+# the bf16 Xeon with AMX, whose bf16 products go through oneDNN.) It scored 0.20
 # BLEU (beam search, averaged weights; 0.11 greedy). On this CPU the 20 minutes hold so few steps
 # that the warmup's 300 take nearly all of them: the learning rate had only just reached its peak
 # when the run ended, and its training loss was still falling fast. A CPU with bf16 does better

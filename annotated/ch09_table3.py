@@ -227,7 +227,9 @@ def paper_table() -> pd.DataFrame:
 # paper's got twelve hours. A budget can be fixed in two ways: the same number of steps for every
 # line, or the same number of minutes. We fix **steps**, as the paper did (each line of its Table 3
 # trained for the base's 100,000 steps unless it says otherwise). Every line then sees the same
-# batches in the same order, and its numbers do not depend on the machine that trained it. A
+# batches in the same order, and its numbers do not depend on how fast the machine that trained
+# it is (another CPU, or another thread count, adds in another order and gives a second sample a
+# few tenths away, as chapter 7 found). A
 # budget in minutes would mix two questions, how good a variant is and how fast this CPU happens
 # to run it, and every laptop would print a different table. Fixed steps have a price too: a bigger
 # model also gets more computation. The table therefore lists each line's training minutes, and
@@ -248,7 +250,7 @@ def paper_table() -> pd.DataFrame:
 # | steps | 100,000 | 700 (2.4 epochs) | what twenty-one models in a few hours allow |
 # | learning rate | equation 3, warmup 4,000 | equation 3, warmup 200 to a peak of 2.0e-3, then down in a straight line over the last 300 steps | a short run must end cooled down (chapter 3) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.1, 0.1 | the paper's |
-# | precision | not stated (GPUs) | fp32 | the same arithmetic on any CPU |
+# | precision | not stated (GPUs) | fp32 | the same precision on any CPU, with bf16 instructions or without |
 # | measured on | newstest2013, no averaging | Multi30k validation (1,014 sentences), last weights | |
 #
 # **Why pre-norm.** The first base we trained used the paper's post-norm blocks with chapter 7's
@@ -379,7 +381,7 @@ def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
 
 # %% [markdown]
 # The twenty-one models of the full sweep, with what each changes. (The smoke profile trains tiny
-# versions of six of these lines: the base, with two seeds, and one variant of each row.)
+# versions of seven of these models: the base, with two seeds, and one variant of each row.)
 
 # %% tags=["active-ipynb"]
 # jobs_table(TABLE3_PROFILES["full"])
@@ -403,7 +405,7 @@ def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
 #   search turned out about half as noisy as greedy decoding, one more reason to compare by it.
 # * **Parameters**, and **training minutes** (the steps' own time, evaluation left out). Minutes can
 #   be compared only between lines trained on the same machine under the same load, so each line
-#   also records the machine, the load average before and while it ran, and the share of the CPU
+#   also records the machine, the load average before and after it ran, and the share of the CPU
 #   the process got (`annotated/machine.py`).
 #
 # `run_table3` goes through a sweep's lines in order, skips each one already recorded with the same
@@ -495,7 +497,7 @@ def recorded_lines(sweep: Table3Sweep, train: bool) -> list[dict]:
 
 # %% [markdown]
 # This notebook was executed with the full profile, after `make table3` had measured every line;
-# it reads them from the record. The smoke profile trains its six tiny lines here instead.
+# it reads them from the record. The smoke profile trains its seven tiny models here instead.
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
@@ -790,7 +792,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 #
 # The minutes each line recorded cannot answer it: the base's three seeds were trained with two
 # threads, the other lines by two workers side by side (one thread each, to measure more lines an
-# hour), and whatever else ran on the machine at the time slowed some lines more than others. So
+# hour; `N 1`, added later, alone, first with one thread and then two), and whatever else ran on the machine at the time slowed some lines more than others. So
 # `step_costs` measures the price separately and fairly (with `config_step_costs` in
 # `annotated/sweeps.py`, which the recipe search uses too): every variant trains the same 12
 # batches with chapter 3's `train`, in one process with the machine to itself, in three rounds
