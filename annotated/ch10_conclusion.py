@@ -218,7 +218,10 @@
 # subsequent mask, so that position $i$ sees positions $i - r$ to $i$). Train the copy task with
 # $r = 1$ and $r = 3$: does each still copy? Then apply the band to the **encoder-decoder
 # attention** as well (output position $i$ sees source positions $i - r$ to $i + r$), and predict
-# again. Which task would a narrow band break?
+# again. Which task would a narrow band break? (Chapter 2's `EncoderDecoder` hands the encoder's
+# mask on to the encoder-decoder attention, so a band in the source mask reaches both: give the
+# memory a mask of its own, in a subclass whose `decode` takes it, build the batches' masks
+# yourself rather than through `Batch`, and decode with the same masks.)
 #
 # <details><summary>Answer</summary>
 #

@@ -299,3 +299,54 @@ def test_chapter_7s_run_and_the_records_are_two_makings_a_few_tenths_apart():
             f"notebooks/ch07_multi30k.ipynb scores {row} {scores[row]}, multi30k.json {key} "
             f"{record[key]}: chapter 7's section 5 says they are a few tenths apart; update it"
         )
+
+
+def _with_a_changed_output(notebook: nbformat.NotebookNode, pattern: str) -> bool:
+    """Change, in a notebook's saved outputs, the number `pattern`'s group captures (as a retrained
+    run would print another), keeping its digits' layout. Whether it was found."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            key = "text" if "text" in output else None
+            text = output.get("text") if key else output.get("data", {}).get("text/plain")
+            match = re.search(pattern, text or "")
+            if not match:
+                continue
+            written = match.group(1)
+            decimals = len(written.partition(".")[2])
+            changed = f"{float(written.replace(',', '')) + 0.37:.{decimals}f}"
+            text = text[: match.start(1)] + changed + text[match.end(1) :]
+            if key:
+                output["text"] = text
+            else:
+                output["data"]["text/plain"] = text
+            return True
+    return False
+
+
+# The prose that describes one particular run's output: a retrained run must fail it, naming the
+# line (issue 44). Each is (the quote's file, words of its `says`).
+DESCRIBED_OUTPUTS = [
+    ("annotated/ch08_wmt.py", "tokenized, {} sacreBLEU (section 8)"),
+    ("annotated/ch07_multi30k.py", "The verb *fahren* puts {} of its weight"),
+    ("annotated/ch07_multi30k.py", "*are* against *riding* and *ride*"),
+]
+
+
+@pytest.mark.parametrize(("file", "words"), DESCRIBED_OUTPUTS)
+def test_a_retrained_run_fails_the_prose_that_describes_it(tmp_path, monkeypatch, file, words):
+    (quote,) = [q for q in QUOTES if q.file == file and words in q.says]
+    stem = Path(file).stem
+    for folder, name in (("annotated", f"{stem}.py"), ("notebooks", f"{stem}.ipynb")):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / name).write_bytes((ROOT / folder / name).read_bytes())
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    test_the_prose_quotes_its_sources_right(quote)  # the saved run agrees with the prose
+    notebook = nbformat.read(tmp_path / quote.source, as_version=4)
+    patterns = [v for v in quote.values if not v.startswith("= ")]
+    for pattern in patterns:  # every figure of the passage, one at a time
+        changed = nbformat.read(tmp_path / quote.source, as_version=4)
+        assert _with_a_changed_output(changed, pattern), f"{quote.label}: no output matches"
+        nbformat.write(changed, tmp_path / quote.source)
+        with pytest.raises(AssertionError, match=rf"{re.escape(file)}:\d+ says"):
+            test_the_prose_quotes_its_sources_right(quote)
+        nbformat.write(notebook, tmp_path / quote.source)
