@@ -333,10 +333,11 @@ def train_multi30k(
 # %% [markdown]
 # (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
 # a part for its milliseconds and its share of the step. This notebook was executed on a CPU
-# without bf16 instructions, so its profile is of float32 steps, each about four times as long as
+# without bf16 instructions, so its profile is of float32 steps, each four to five times as long as
 # the bf16 steps of the benchmark record's Xeon with AMX, whose products run several times faster;
-# the parts are the same. In this notebook's profile the book's loss takes roughly a quarter of
-# the time chapter 3's does. What the first bar shows is typical of a small model on a CPU: the matrix products, the one kind of work the hardware
+# the parts are the same. In the profiles this notebook has shown, executed again and again, the
+# book's loss has taken between a quarter and a third of the time chapter 3's does (a profile of
+# eight steps varies from one execution to the next). What the first bar shows is typical of a small model on a CPU: the matrix products, the one kind of work the hardware
 # is built for, take a minority of the step. The largest tensor a step makes is the logits, one
 # row per target token and one column per word of the vocabulary, about 3,000 × 6,190 numbers.
 # Chapter 3's loss reads or writes a tensor of that size at every operation: the widening to

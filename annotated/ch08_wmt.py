@@ -576,7 +576,7 @@ def table_2() -> pd.DataFrame:
 # base_flops = float(table2.set_index("model").loc["Transformer (base)", "FLOPs EN-DE"])
 # table2.loc[len(table2)] = [
 #     f"this book: the {profile} run, 2 CPU cores", str(ours["tokenized BLEU"]), "",
-#     f"{flops:.1e}", "", f"{flops / base_flops:.0e}",
+#     f"{flops:.1e}".replace("e+", "e"), "", f"{flops / base_flops:.0e}",
 # ]
 # table2.set_index("model")
 
