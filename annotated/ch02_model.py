@@ -580,11 +580,9 @@ class LearnedPositions(nn.Module):
 # entries, over the whole table and the first 512 positions.)
 
 # %% tags=["active-ipynb"]
-# words = Embeddings(37000, 512)
-# nn.init.xavier_uniform_(words.lut.weight, generator=torch.Generator().manual_seed(0))
-# rms = lambda x: x.pow(2).mean().sqrt().item()  # noqa: E731
-# with torch.no_grad():
-#     word, scaled = rms(words.lut.weight), rms(words.lut.weight * words.scale)
+# rms = lambda x: float(x.pow(2).mean().sqrt())  # noqa: E731
+# lut = nn.init.xavier_uniform_(torch.empty(37000, 512), generator=torch.Generator().manual_seed(0))
+# word, scaled = rms(lut), rms(lut) * Embeddings(1, 512).scale  # as make_model initializes it
 # position = rms(PositionalEncoding(512, 0.0).table[:512])
 # print(f"a word's vector: RMS {word:.4f}, times sqrt(512): {scaled:.2f}")
 # print(f"a position's encoding: RMS {position:.2f}, {position / scaled:.0f} times the scaled word")

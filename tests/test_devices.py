@@ -521,7 +521,9 @@ def test_setup_distributed_joins_the_group_the_machine_allows(
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: current.__setitem__(0, index))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: current[0])
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: bool(joined))
-    monkeypatch.setattr(torch.distributed, "init_process_group", joined.append)
+    monkeypatch.setattr(
+        torch.distributed, "init_process_group", lambda backend, **options: joined.append(backend)
+    )
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *args: joined[0])
     monkeypatch.setattr(torch.distributed, "get_rank", lambda *args: 1)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda *args: 2)

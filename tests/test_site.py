@@ -39,7 +39,7 @@ import booksite  # noqa: E402  (site/booksite.py)
 
 CHAPTERS = booksite.chapters()
 PAGES = ["index", "course"] + [chapter.stem for chapter in CHAPTERS]
-PLAIN_PAGES = {"index": False, "course": True}  # pages that are not notebooks: do they have math?
+PLAIN_PAGES = {"index", "course"}  # the site's pages that are not notebooks (site/<name>.md)
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
 # Flags this machine's Chromium needs headless; the host resolver rule makes every name but the
@@ -99,14 +99,16 @@ def expected_drawings(page: str) -> list[str]:
 
 
 def expects_math(page: str) -> bool:
+    """Whether a page's source has $...$ math (outside `code`)."""
     if page in PLAIN_PAGES:
-        return PLAIN_PAGES[page]
-    cells = json.loads((booksite.NOTEBOOKS / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
-    text = "\n".join(
-        "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        for cell in cells
-        if cell["cell_type"] == "markdown"
-    )
+        text = (ROOT / "site" / f"{page}.md").read_text(encoding="utf-8")
+    else:
+        cells = json.loads((booksite.NOTEBOOKS / f"{page}.ipynb").read_text(encoding="utf-8"))
+        text = "\n".join(
+            "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for cell in cells["cells"]
+            if cell["cell_type"] == "markdown"
+        )
     return re.search(r"\$[^$\s][^$]*\$", re.sub(r"`[^`]*`", "", text)) is not None
 
 
