@@ -170,16 +170,8 @@ def plain(numeral: str) -> str:
 
 def printed_numbers(notebook: Path) -> set[str]:
     """Every number a saved notebook prints in text (streams and plain-text results)."""
-    saved = nbformat.read(notebook, as_version=4)
-    texts = [
-        output.get("text", "") or output.get("data", {}).get("text/plain", "")
-        for cell in saved.cells
-        if cell.cell_type == "code"
-        for output in cell.get("outputs", [])
-    ]
-    return {
-        plain(n) for n in re.findall(r"[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", "\n".join(texts))
-    }
+    texts = quoted.saved_text_outputs(nbformat.read(notebook, as_version=4))
+    return {plain(n) for n in re.findall(r"[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?", texts)}
 
 
 def _numbers_in(value, found: set[str]) -> None:

@@ -169,17 +169,21 @@ def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
     if source.endswith(".json"):
         record = read_record(record_file(source))
         return float(walk(record, value)) * scale
-    notebook = nbformat.read(ROOT / source, as_version=4)
-    outputs = "\n".join(
+    outputs = saved_text_outputs(nbformat.read(ROOT / source, as_version=4))
+    match = re.search(value, outputs)
+    if not match:
+        raise AssertionError(f"{quote.label}: no output of {quote.source} matches {value!r}")
+    return float(match.group(1).replace(",", "")) * scale
+
+
+def saved_text_outputs(notebook: nbformat.NotebookNode) -> str:
+    """What a saved notebook printed in text: its streams and plain-text results, joined."""
+    return "\n".join(
         output.get("text", "") or output.get("data", {}).get("text/plain", "")
         for cell in notebook.cells
         if cell.cell_type == "code"
         for output in cell.get("outputs", [])
     )
-    match = re.search(value, outputs)
-    if not match:
-        raise AssertionError(f"{quote.label}: no output of {quote.source} matches {value!r}")
-    return float(match.group(1).replace(",", "")) * scale
 
 
 def agrees(written: str, value: float) -> bool:
