@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from annotated.ch03_training import use_bf16
+from annotated.devices import has_bf16_arithmetic
 
 # Where /proc/stat can be read: other processes' CPU time, in cores' worth (CPU seconds per second).
 # An idle machine's background (the shell, sshd, systemd, an idle Jupyter kernel) uses a few
@@ -66,7 +66,7 @@ def describe() -> str:
             break
     return (
         f"{platform.machine()} {model}, {os.cpu_count()} cores, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, bf16 hardware: {use_bf16('auto', torch.device('cpu'))}"
+        f"{torch.get_num_threads()} threads, bf16 hardware: {has_bf16_arithmetic(torch.device('cpu'))}"
     )
 
 

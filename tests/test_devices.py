@@ -474,6 +474,21 @@ def test_annotated_precision_says_what_auto_means(
     assert (scaler is not None) == (expected == "fp16")
 
 
+@pytest.mark.parametrize("override", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("cpu_bf16", [True, False])
+def test_a_runs_machine_line_tells_the_hardware_whatever_precision_is_asked(
+    machine, monkeypatch, override, cpu_bf16
+):
+    """A GPU trains under ANNOTATED_PRECISION=fp16, and the budget's machine line describes the
+    CPU: asking chosen_precision about the CPU there refused fp16 and stopped chapter 7 (found
+    by the whole book on an H200). The line says what the CPU has, not what was asked."""
+    from annotated.machine import describe
+
+    machine(gpus=1, capability=(7, 5), cpu_bf16=cpu_bf16)
+    monkeypatch.setenv(devices.PRECISION_ENV, override)
+    assert describe().endswith(f"bf16 hardware: {cpu_bf16}")
+
+
 def test_a_wrong_annotated_precision_is_refused_with_the_choices(machine, monkeypatch):
     machine()
     monkeypatch.setenv(devices.PRECISION_ENV, "half")
