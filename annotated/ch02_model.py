@@ -712,8 +712,8 @@ def position_similarity(
 # produced. In practice Transformers with sinusoids degrade on inputs much longer than their
 # training data; later work moved the position information into the attention scores
 # themselves (relative position representations, rotary embeddings) to do better. The book's
-# translation filter (`python -m annotated.translate`, named in chapter 6; its options are in the
-# README) accepts long sentences, up to a limit you can raise (`--max-tokens`), and leaves a
+# translation filter (`python -m annotated.translate`, named in chapter 6; its `--help` lists the
+# options) accepts long sentences, up to a limit you can raise (`--max-tokens`), and leaves a
 # longer line untranslated with a warning instead of spending minutes on it.
 #
 # With the positions, the map is complete:

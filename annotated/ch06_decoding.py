@@ -505,7 +505,7 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # a run folder (or one of its checkpoints) and finds the vocabularies saved beside it. The
 # command-line filter `python -m annotated.translate` is a thin wrapper around the two that keeps
 # exactly one output line per input line whatever the input holds (a line of broken UTF-8, an
-# enormous line, a line whose decoding fails: the README says what each gives).
+# enormous line, a line whose decoding fails: its `--help` says what each gives).
 #
 # **Unknown words.** A word vocabulary cannot spell a word it does not have, so where the model is
 # unsure it writes `<unk>`, typically for a name, a number or a rare noun. Such words are often

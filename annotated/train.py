@@ -5,7 +5,9 @@ again resumes a stopped run, or just reports a finished one. A time budget (`--m
 plans how many steps fit before training starts and shrinks the whole schedule to them, so that
 warmup, cooldown and averaging all finish inside it; without the option the profile's budget
 applies, and `--minutes none` trains the recipe whatever the time. ANNOTATED_PROFILE=smoke (or
---profile smoke) selects the tiny CI profile. WMT also runs data-parallel under torchrun:
+--profile smoke) selects the tiny CI profile. A wrong setting, missing data or a checkpoint of
+another configuration is reported in one line that names the file and what to do, with exit
+status 2. WMT also runs data-parallel under torchrun:
 
     torchrun --standalone --nproc_per_node=8 -m annotated.train wmt --profile base
 """

@@ -10,9 +10,13 @@ output always lines up with the input. Lines that cannot be translated still get
 - a line longer than --max-tokens source tokens gives an empty line;
 - a line whose translation fails gives an empty line;
 
-each of the last three with a warning on stderr that names the line. The exit status is 0 when
-every line was translated, 1 when some were left empty (their warnings say why), 2 when nothing
-could start (no model, a file that is not a checkpoint, a bad option).
+each of the last three with a warning on stderr that names the line (when a batch fails, its
+lines are translated one by one, so only the failing line is left empty). A UTF-8 byte-order
+mark and Windows line endings are ignored. The exit status is 0 when every line was translated, 1 when some
+were left empty (their warnings say why), 2 when nothing could start: no model, a file that is not
+a checkpoint (checkpoints are read with `weights_only=True`, so a file that would run code when
+unpickled is refused), a checkpoint without a vocabulary beside it (another task's model), a
+vocabulary that does not fit the model, or a bad option.
 
 The default model is the one `make train-multi30k` writes (its averaged weights), else the class
 or smoke run's, from runs/ in a checkout or the user's runs folder for an installed book

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(
     r"(?:python3?|\$\(PY\)) (-m annotated\.[a-z_0-9]+|(?:benchmarks|tools)/[a-z_0-9]+\.py)"
@@ -16,7 +18,8 @@ COMMAND = re.compile(
 
 
 def documented_commands() -> list[str]:
-    places = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "annotated").glob("*.py"))]
+    places = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md"]
+    places += [ROOT / "Makefile", *sorted((ROOT / "annotated").glob("*.py"))]
     places += sorted((ROOT / "site").glob("*.md"))
     found = set()
     for path in places:
@@ -32,6 +35,7 @@ def test_the_documented_commands_are_found():
     assert any(command.startswith("tools/") for command in commands)
 
 
+@pytest.mark.slow
 def test_every_documented_command_answers_help():
     # Started together (each imports torch, which takes a few seconds), then each one awaited.
     running = {

@@ -137,6 +137,9 @@ def prose_files() -> list[str]:
     chapters = sorted((ROOT / "annotated").glob("ch[0-9][0-9]_*.py"))
     return [str(c.relative_to(ROOT)) for c in chapters] + [
         "README.md",
+        "CONTRIBUTING.md",
+        "benchmarks/README.md",
+        "data/README.md",
         "site/course.md",
         "site/index.md",
     ]

@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -267,8 +268,21 @@ def test_the_wheel_holds_the_package_and_its_data(reader):
     data = sorted(n for n in names if "/data/" in n)
     assert data == sorted([*sample, "annotated/data/wmt14-toy-ende/README.md"]), data
     meta = zipfile.ZipFile(wheel).read(f"{WHEEL_NAME}-{VERSION}.dist-info/METADATA").decode()
-    for field in ("Name: annotated-transformer-book", "License-Expression: MIT", "Summary: "):
+    for field in (
+        "Name: annotated-transformer-book",
+        "License-Expression: MIT",
+        "License-File: LICENSE",
+        "Summary: ",
+    ):
         assert field in meta
+    # The licence travels with both: the wheel's dist-info and the sdist's top folder.
+    licence = (ROOT / "LICENSE").read_bytes()
+    with zipfile.ZipFile(wheel) as opened:
+        assert opened.read(f"{WHEEL_NAME}-{VERSION}.dist-info/licenses/LICENSE") == licence
+    (sdist,) = reader.dist.glob(f"{WHEEL_NAME}-{VERSION}.tar.gz")
+    with tarfile.open(sdist) as opened:
+        member = opened.extractfile(f"{WHEEL_NAME}-{VERSION}/LICENSE")
+        assert member is not None and member.read() == licence
 
 
 def test_with_nothing_to_install_from_the_first_cell_says_what_to_run_and_stops(reader, tmp_path):

@@ -113,6 +113,7 @@ def test_the_installed_packages_are_the_locked_versions():
     assert not wrong, f"run `make setup` (or `make lock` to move the pins): {wrong}"
 
 
+@pytest.mark.slow
 def test_every_chapter_has_an_executed_up_to_date_notebook():
     assert [c.stem for c in CHAPTERS][:3] == ["ch00_preface", "ch01_attention", "ch02_model"]
     for source in CHAPTERS:
@@ -231,11 +232,40 @@ def test_importing_chapters_prints_plots_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_readme_starts_with_the_two_commands():
-    lines = (ROOT / "README.md").read_text().splitlines()
-    head = "\n".join(lines[:15])
-    assert "make book" in head and "make test" in head
+def test_the_readme_is_a_front_door():
+    """At most 150 lines; a newcomer finds how to open chapter 1 in Jupyter in its first 40; it
+    still names the book's test command, which CI runs."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines; move detail to its home"
+    head = "\n".join(lines[:40])
+    assert "make lab" in head and "ch01_attention.ipynb" in head
+    assert "make test" in "\n".join(lines)
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+    for guide in ("CONTRIBUTING.md", "benchmarks/README.md", "LICENSE", "CITATION.cff"):
+        assert guide in "\n".join(lines), f"the README should point to {guide}"
+
+
+def test_the_licence_and_the_citation_agree_with_the_package():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "MIT" and licence.startswith("MIT License\n")
+    holder = project["maintainers"][0]["name"]
+    assert re.search(rf"^Copyright \(c\) \d{{4}} {re.escape(holder)}$", licence, re.M), holder
+    assert project["license-files"] == ["LICENSE"]
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0" and cff["message"]
+    assert cff["version"] == project["version"] and cff["license"] == project["license"]
+    assert [a["name"] for a in cff["authors"]] == [holder]
+    assert project["description"].startswith(cff["title"])
+    # The paper is the first reference, its authors as the README's credits name them.
+    (paper,) = [r for r in cff["references"] if r["title"] == "Attention Is All You Need"]
+    names = [f"{a['given-names']} {a['family-names']}" for a in paper["authors"]]
+    credits = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"The paper: {', '.join(names[:-1])} and {names[-1]}, *Attention" in credits
+    assert paper["year"] == 2017
+    # The data's own terms are written down, for each data set.
+    terms = (ROOT / "data" / "README.md").read_text(encoding="utf-8")
+    assert "## Terms" in terms and "Multi30k" in terms and "wmt14-toy-ende" in terms
 
 
 def test_notebooks_carry_no_volatile_metadata():

@@ -161,6 +161,8 @@ def source_value(quote: Quote, value: str, scale: float = 1.0) -> float:
             "min": min,
             "round": round,
             "abs": abs,
+            "sum": sum,
+            "len": len,
         }
         return float(eval(value[2:], {"__builtins__": {}, **names})) * scale
     source = quote.source
