@@ -17,6 +17,8 @@ Three steps:
      its "Answer" or "Show code cell source" line, so a reader can cover it;
    - each chapter's headings move up so its title is an `<h1>`, as on its own page (the single
      page nests the chapters in the landing page's last section);
+   - a block of code under six lines is marked to stay on one page: print.css lets code break
+     between its lines, with its frame, but keeps three lines at least on either side;
    - a table or a display equation (MathJax does not break lines) wider than the page is made
      smaller until it fits; anything else that sticks out past the right edge (a line of code
      that did not wrap, say) stops the build with its name, since Chromium would otherwise
@@ -97,6 +99,14 @@ _MATHJAX_STARTED = """() => !document.querySelector('.math')
 # an <h1>, as on its own page; the PDF's outline is made from the headings.
 _PREPARE = """() => {
   document.querySelectorAll('details').forEach(fold => { fold.open = true; });
+  // Code breaks between its lines on paper, at least 3 of them on either side (print.css); a
+  // block too short for that is marked to go to the next page whole, with its frame: Chromium
+  // would rather split it than move it.
+  for (const code of document.querySelectorAll('div.cell div.cell_input pre')) {
+    if (code.textContent.trimEnd().split('\\n').length < 6) {
+      code.closest('div.cell_input').classList.add('annotated-print-whole');
+    }
+  }
   const tags = 'h1, h2, h3, h4, h5, h6';
   for (const start of document.querySelectorAll('span[id^="document-"] + section')) {
     const title = start.querySelector(tags);

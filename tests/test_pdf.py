@@ -7,8 +7,10 @@ order; every chart's title (charts are drawn by JavaScript, so a title proves th
 before printing); every line of code whole, the longest included (print.css wraps code; without
 that a long line's end is clipped at its box and missing from the text); and type at the size
 print.css sets (had anything stuck out past the page, Chromium would have shrunk every page to
-fit it). The landing page links the PDF while it exists, and only then. Without
-Chromium (Debian's `chromium` package, which `make browser` installs) the tests are skipped.
+fit it). Looked at as pictures (pdftoppm), no page shows a code cell's frame with no code in it.
+The landing page links the PDF while it exists, and only then. Without Chromium (Debian's
+`chromium` package, which `make browser` installs) the tests are skipped, and without pdftoppm
+(Debian's `poppler-utils`, which it installs too) the pictures' test is.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
+import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +48,17 @@ FEWEST_CHARACTERS_A_PAGE = 500
 # print.css sets the prose at 14 CSS pixels, 10.5 points on paper. If any box stuck out past the
 # page, Chromium shrinks every page to fit it, and the prose comes out smaller.
 PROSE_POINTS = 14 * 0.75
+# The pages as pictures (poppler-utils' pdftoppm, which `make browser` installs): gray, at 40 dots
+# an inch, an A4 page is about 331 by 468 pixels and a line of code about 6 pixels tall.
+PDFTOPPM = shutil.which("pdftoppm")
+PICTURE_DPI = 40
+# book.css's code-cell frame, in pdftoppm's gray: its ground #f3f6fa is 245, the rule down its left
+# side #2b6cb0 is 96 (darker than 150 however it falls on the pixels), and the page around it white.
+FRAME_GROUND = 245
+FRAME_RULE = 150
+WHITE = 252
+# Code on the frame's ground: anything darker than this inside the frame's edges.
+INK = 225
 QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 
@@ -75,15 +91,20 @@ def chart_titles(chapter) -> list[str]:
     return titles
 
 
-def shown_code_lines() -> list[str]:
-    """Every line of every code cell the book shows (a removed cell or input is not printed)."""
-    lines = []
+def shown_code_cells() -> list[str]:
+    """The code of every code cell the book shows (a removed cell or input is not printed)."""
+    sources = []
     for chapter in CHAPTERS:
         for cell in _cells(chapter):
             tags = set(cell.get("metadata", {}).get("tags", []))
             if cell["cell_type"] == "code" and not tags & {"remove-cell", "remove-input"}:
-                lines += _source(cell).splitlines()
-    return lines
+                sources.append(_source(cell))
+    return sources
+
+
+def shown_code_lines() -> list[str]:
+    """Every line of every code cell the book shows."""
+    return [line for source in shown_code_cells() for line in source.splitlines()]
 
 
 def source_characters() -> int:
@@ -128,6 +149,71 @@ def chapter_starts(pages: list[str]) -> list[int]:
         assert found, f"no page starts with {chapter.title!r}"
         starts.append(found[0])
     return starts
+
+
+# --- the pages as pictures ---------------------------------------------------------------------
+
+
+def read_pgm(path: Path) -> np.ndarray:
+    """A binary gray picture (PGM, as pdftoppm -gray writes it): rows of bytes, top row first."""
+    data = path.read_bytes()
+    head = re.match(rb"P5\s+(\d+)\s+(\d+)\s+255\s", data)
+    assert head, f"{path.name} is no 8-bit PGM"
+    width, height = int(head[1]), int(head[2])
+    return np.frombuffer(data, np.uint8, width * height, head.end()).reshape(height, width)
+
+
+def page_pictures(pdf: Path, folder: Path) -> list[np.ndarray]:
+    """Every page of `pdf` as a gray picture, first page first."""
+    command = [PDFTOPPM, "-r", str(PICTURE_DPI), "-gray", str(pdf), str(folder / "page")]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    # pdftoppm pads the page numbers to one width: page-001.pgm ... page-232.pgm
+    return [read_pgm(path) for path in sorted(folder.glob("page-*.pgm"))]
+
+
+def runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) index of each run of True in a row of flags."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], flags.astype(np.int8), [0]))))
+    return [(int(first), int(end) - 1) for first, end in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def code_frames(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """The inside of every code-cell frame on a page: (top, bottom, left, right), inclusive.
+
+    A frame is found by its rule: a column of dark pixels, white to their left (the page, or a
+    folded cell's box) and the frame's ground just to their right (the code is indented past it),
+    in the left third of the page. Its inside runs right to the first column that is white in
+    most of its rows: an output box, a table or a chart on white ground has no such rule, and a
+    blue line in a chart has no ground beside it.
+    """
+    third = picture.shape[1] // 3
+    dark = picture[:, 2:third] < FRAME_RULE
+    white = picture[:, : third - 2] >= WHITE
+    ground = np.abs(picture[:, 5 : third + 3].astype(np.int16) - FRAME_GROUND) <= 3
+    rule = dark & white & ground  # rule[y, x]: the rule at column x + 2
+    frames = []
+    for top, bottom in runs(rule.any(axis=1)):
+        if bottom - top < 2:
+            continue
+        x = 2 + int(np.bincount(rule[top : bottom + 1].nonzero()[1]).argmax())
+        band = picture[top : bottom + 1, x + 3 :]
+        outside = (band >= WHITE).mean(axis=0) > 0.8
+        right = x + 3 + (int(outside.argmax()) if outside.any() else outside.size)
+        if right - x > picture.shape[1] // 2:  # as wide as the text, nearly
+            frames.append((top, bottom, x + 3, right - 3))
+    return frames
+
+
+def empty_code_frames(pictures: list[np.ndarray]) -> tuple[int, list[str]]:
+    """How many code frames the pages show, and where one has no ink inside its edges."""
+    found, empty = 0, []
+    for number, picture in enumerate(pictures, 1):
+        for top, bottom, left, right in code_frames(picture):
+            found += 1
+            if not (picture[top + 1 : bottom, left : right + 1] < INK).any():
+                tall = (bottom - top + 1) / picture.shape[0]
+                empty.append(f"page {number} ({tall:.0%} of it)")
+    return found, empty
 
 
 # --- tests -------------------------------------------------------------------------------------
@@ -205,3 +291,30 @@ def test_the_landing_page_links_the_pdf_only_while_it_exists(book):
         run_site_script("booksite.py", "the site's build")
     assert link in (site / "index.html").read_text(encoding="utf-8")
     assert (site / bookpdf.PDF.name).exists()
+
+
+def test_no_code_frame_is_left_empty(book, tmp_path):
+    """Every piece of a code cell's frame (book.css's tinted box with its rule) holds code.
+
+    The theme lays a cell's frame (div.cell_input) and the code in it out as flexboxes and keeps
+    the code whole: when it did not fit on the rest of a page, Chromium moved it to the next one
+    and painted the frame's first piece down to the page's foot, empty (58 such pieces in a build
+    of 239 pages, from 1% to 84% of a page tall; print.css now makes them blocks that break with
+    their code). Each page is looked at as a picture: the frames are found by their rule and
+    ground, and a piece with nothing darker than its ground inside is reported.
+    """
+    if PDFTOPPM is None:
+        pytest.skip(
+            "no pdftoppm to look at the pages: run `make browser`, which installs Debian's "
+            "poppler-utils package with apt-get when it runs as root"
+        )
+    started = time.perf_counter()
+    pictures = page_pictures(bookpdf.PDF, tmp_path)
+    assert len(pictures) == len(book["pages"]), f"{len(pictures)} pictures"
+    found, empty = empty_code_frames(pictures)
+    seconds = time.perf_counter() - started
+    # Each cell shown is one frame at least (more when it breaks across pages): fewer found means
+    # that the frames look different now and this test would find none of them empty.
+    cells = sum(1 for source in shown_code_cells() if source.strip())
+    assert found >= cells, f"{found} code frames found on {len(pictures)} pages, for {cells} cells"
+    assert not empty, f"{len(empty)} of {found} code frames are empty ({seconds:.0f} s): {empty}"
