@@ -18,7 +18,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site pdf serve browser notebooks execute run-book status test unit nbval nbval-kernels lint lab student \
+.PHONY: help setup lock book site pdf serve browser notebooks execute run-book status test test-python test-browser unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
@@ -60,18 +60,30 @@ pdf: $(STAMP)  ## the whole book as one PDF in _build/pdf/ (headless Chromium pr
 serve: site  ## serve _build/html on http://127.0.0.1:8000 for a look in a browser
 	$(PY) -m http.server --bind 127.0.0.1 --directory _build/html 8000
 
-# Installs Chromium with apt-get when it is missing and this runs as root; otherwise it says why
-# not, and the browser tests skip with the same reason. Nothing here downloads a browser build.
-browser:  ## install Debian's chromium for the browser test of the site
-	@if [ -x "$(ANNOTATED_CHROMIUM)" ]; then \
+# Installs Chromium, and poppler-utils (pdftoppm: tests/test_pdf.py looks at the PDF's pages as
+# pictures), with apt-get when they are missing and this runs as root; otherwise it says why not,
+# and the tests that need them skip with the same reason. Nothing here downloads a browser build.
+browser:  ## install Debian's chromium (the browser tests) and poppler-utils (the PDF's pages as pictures)
+	@need=""; missing=""; \
+	if [ -x "$(ANNOTATED_CHROMIUM)" ]; then \
 	  echo "browser: $(ANNOTATED_CHROMIUM)"; \
+	else \
+	  need="chromium fonts-dejavu-core"; missing="$(ANNOTATED_CHROMIUM)"; \
+	fi; \
+	if command -v pdftoppm >/dev/null 2>&1; then \
+	  echo "browser: $$(command -v pdftoppm)"; \
+	else \
+	  need="$${need:+$$need }poppler-utils"; missing="$${missing:+$$missing and }pdftoppm"; \
+	fi; \
+	if [ -z "$$need" ]; then \
+	  true; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-	      --no-install-recommends chromium fonts-dejavu-core; } \
-	  || echo "browser: apt-get could not install chromium; the browser tests will be skipped"; \
+	      --no-install-recommends $$need; } \
+	  || echo "browser: apt-get could not install $$need; the tests that need it will be skipped"; \
 	else \
-	  echo "browser: no $(ANNOTATED_CHROMIUM), and no apt-get as root to install it;" \
-	    "the browser tests will be skipped (install Debian's chromium package to run them)"; \
+	  echo "browser: no $$missing, and no apt-get as root to install it;" \
+	    "the tests that need it will be skipped (install Debian's $$need to run them)"; \
 	fi
 
 notebooks: $(STAMP)  ## regenerate notebooks/*.ipynb from annotated/*.py, keeping outputs
@@ -98,15 +110,32 @@ PORTABLE_CHAPTERS := $(wildcard notebooks/ch0[0-4]_*.ipynb notebooks/ch06_*.ipyn
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
                  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: $(STAMP) browser  ## unit tests, the site in a browser, nbval on every notebook, and again under other kernels
-	$(PY) -m pytest tests notebooks $(NBVAL)
+# `make test` runs its checks in two lanes at once, one per core, each printed whole when it ends
+# (make's --output-sync), with pytest's ten slowest of each: the browser lane (the site and the PDF
+# in Chromium, then nbval under other kernels, one thread) and the Python lane (the unit tests, the
+# package and the student edition, then nbval on every notebook). Nothing one lane writes is read
+# or written by the other: the browser lane builds _build/, and only the Python lane trains
+# (runs/, in chapters 7 to 9's smoke profiles).
+# (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
+BROWSER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_pdf.py
+SLOWEST := --durations=10
+LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
+
+test: $(STAMP) browser  ## every check, in two lanes at once: the unit tests, the site and PDF in a browser, nbval on every notebook and again under other kernels
+	$(MAKE) --no-print-directory $(LANES) test-python test-browser
+
+test-python: $(STAMP)  ## one lane of make test: the unit, package and student tests, then nbval on every notebook
+	$(PY) -m pytest tests $(addprefix --ignore ,$(BROWSER_TESTS)) notebooks $(NBVAL) $(SLOWEST)
+
+test-browser: $(STAMP) browser  ## the other lane: the site and the PDF in headless Chromium, then make nbval-kernels
+	$(PY) -m pytest $(BROWSER_TESTS) $(SLOWEST) -p no:cacheprovider
 	$(MAKE) --no-print-directory nbval-kernels
 
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
-	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) -p no:cacheprovider
+	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) $(SLOWEST) -p no:cacheprovider
 
-unit: $(STAMP)  ## unit tests only (minutes; the browser tests of the site and the PDF, and nbval, are left out)
-	$(PY) -m pytest tests --ignore tests/test_site.py --ignore tests/test_site_layout.py --ignore tests/test_pdf.py
+unit: $(STAMP)  ## the fast unit tests (about two minutes): no browser, package, student, nbval or slow-marked test
+	$(PY) -m pytest tests -m "not slow" $(addprefix --ignore ,$(BROWSER_TESTS) tests/test_package.py tests/test_student.py)
 
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)

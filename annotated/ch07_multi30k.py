@@ -137,8 +137,8 @@ from annotated.runs import (
 # removes it. The hour is the budget, not the length of the run: the 3,040 steps took 11.76
 # training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
 # training step of section 2; on an AMD EPYC, before it, 30.1), and 46.3 in float32 on a 2-core
-# Intel Xeon without bf16 instructions, the run this notebook shows (section 5); the README gives
-# each kind of CPU. The validation BLEU
+# Intel Xeon without bf16 instructions, the run this notebook shows (section 5);
+# `benchmarks/README.md` gives each kind of CPU. The validation BLEU
 # is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
@@ -333,7 +333,7 @@ def train_multi30k(
 # %% [markdown]
 # (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
 # a part for its milliseconds and its share of the step. This notebook was executed on a CPU
-# without bf16 instructions, so its profile is of float32 steps, each four to five times as long as
+# without bf16 instructions, so its profile is of float32 steps, each several times as long as
 # the bf16 steps of the benchmark record's Xeon with AMX, whose products run several times faster;
 # the parts are the same. In the profiles this notebook has shown, executed again and again, the
 # book's loss has taken between a quarter and a third of the time chapter 3's does (a profile of
@@ -397,8 +397,8 @@ def train_multi30k(
 # the output layer and loss took about a third longer that way for a 3,000-token batch. The
 # benchmark (`benchmarks/step_speed.py`, run by `make bench-multi30k`) times chapter 3's `train`
 # on a sample of this run's own steps, for this step and for `nn.Transformer` given the same loss,
-# optimizer, precision and dropout, and for the book as it was before this fast path; the README
-# has the figures for each kind of CPU.
+# optimizer, precision and dropout, and for the book as it was before this fast path;
+# `benchmarks/README.md` has the figures for each kind of CPU.
 
 
 # %% [markdown]

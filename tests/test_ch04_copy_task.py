@@ -6,15 +6,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from torch import nn
 
 from annotated.ch03_training import SpecialTokens
 from annotated.ch04_copy_task import (
-    COPY_SETUP,
     CopyTask,
     greedy_decode,
-    train_copy_model,
     until_eos,
 )
 
@@ -82,12 +81,8 @@ def test_greedy_decoding_respects_max_len():
     assert out.tolist() == [[5] * 6]
 
 
-def test_copy_task_reaches_full_exact_match_on_held_out_sequences():
-    # A convergence test, not a timing test: the chapter's own setup and seed must reach 100%.
-    model, history, checks = train_copy_model(progress=False)
-    assert checks["exact match"].iloc[-1] == 1.0
-    assert len(history) < COPY_SETUP["train"].max_steps, "it should stop early, once perfect"
-    assert history["loss"].iloc[-1] < history["loss"].iloc[0] / 3
+# The chapter's own setup reaching 100% is asserted by its notebook (section 3's summary cell),
+# which nbval executes: training it here again would repeat the work.
 
 
 # ---------------------------------------------------------------- killed and resumed
@@ -128,6 +123,7 @@ def run_training(checkpoint, steps: int, kill_after: int | None = None) -> int:
     return process.returncode
 
 
+@pytest.mark.slow
 def test_run_killed_with_sigkill_resumes_to_identical_weights(tmp_path):
     reference, resumed = tmp_path / "reference.pt", tmp_path / "resumed.pt"
     run_training(reference, steps=30)

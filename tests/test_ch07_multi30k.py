@@ -40,6 +40,7 @@ def test_profiles_and_environment(monkeypatch):
     assert full.train_config(100).checkpoint_every == 50
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_tiny_model_overfits_fifty_pairs(corpus, tmp_path):
     pairs = corpus.ids["train"][:50]
@@ -61,6 +62,7 @@ def test_tiny_model_overfits_fifty_pairs(corpus, tmp_path):
     assert outputs == wanted
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     config = PROFILES["smoke"]

@@ -123,6 +123,7 @@ def test_profiles_follow_the_environment(monkeypatch):
 # ---------------------------------------------------------------- data parallelism
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_under_torchrun_take_the_same_steps_as_one(tmp_path):
     check = ddp_check(tmp_path, steps=4, processes=2)
     assert check["matches"], check
@@ -134,6 +135,7 @@ def test_two_gloo_processes_under_torchrun_take_the_same_steps_as_one(tmp_path):
 @pytest.mark.skipif(
     not Path("/proc/self/task").exists(), reason="thread names come from Linux /proc"
 )
+@pytest.mark.slow
 def test_no_gloo_thread_outlives_teardown(tmp_path):
     # The cause of a rare abort at exit: a process group kept alive past destroy_process_group
     # (by torch._dynamo, imported by DDP after the group existed) whose threads ran on to exit.
@@ -217,6 +219,7 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert again.history.equals(run.history), "a finished run is loaded, not trained again"
 
 
+@pytest.mark.slow
 def test_train_cli_runs_the_wmt_smoke_profile(tmp_path):
     result = subprocess.run(
         [
@@ -246,6 +249,7 @@ def test_train_cli_runs_the_wmt_smoke_profile(tmp_path):
     assert bad.returncode == 2 and "profiles" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_budget_is_planned_alike_by_every_process(tmp_path):
     # Two gloo processes: both probe, plan with the mean of their times, and train the same steps.
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]

@@ -144,6 +144,7 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     assert int(record[1]) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_a_user_trains_and_translates_with_an_installed_read_only_book(installed, tmp_path):
     python, env_dir = installed

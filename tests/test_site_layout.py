@@ -27,6 +27,7 @@ from test_site import (
     SCREENSHOTS,
     browser,  # noqa: F401 (a fixture)
     check_page,
+    hover_tooltips,
     read_page,
     served_from,
     server,  # noqa: F401 (a fixture)
@@ -251,8 +252,13 @@ def low_contrast(page) -> list[str]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", PAGES)
 def test_page_at_desktop_width(site, server, browser, name, mode):  # noqa: F811
+    """Served over http with every other host refused: test_site.py's checks (charts drawn, math
+    typeset, no console error, no foreign request; in light mode each chart's tooltip too), then
+    what lies outside the column, cut code, drawing text and contrast."""
     context, page = open_page(browser, server, name, DESKTOP, mode)
     try:
+        if mode == "light":
+            hover_tooltips(page, name)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         prefix = "" if mode == "light" else f"{mode}-"
         page.screenshot(path=str(SCREENSHOTS / f"{prefix}{name}.png"), full_page=True)

@@ -183,6 +183,7 @@ def test_option_values_that_make_no_sense_are_refused_before_any_work(run_folder
     assert option.encode() in result.stderr and b"Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_the_checkpoints_decoding_settings_are_the_default_and_options_override_them(
     run_folder, translator
 ):
