@@ -129,7 +129,7 @@ def run_site_script(name: str, what: str) -> str:
     return result.stdout
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def site() -> Path:
     """_build/html, brought up to date with the notebooks (a second build takes seconds)."""
     run_site_script("booksite.py", "the site's build")
@@ -141,7 +141,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def server(site):
     """The site served from 127.0.0.1 on a free port by a thread of this process."""
     handler = functools.partial(_QuietHandler, directory=str(site))
@@ -153,7 +153,7 @@ def server(site):
     httpd.server_close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(
