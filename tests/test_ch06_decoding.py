@@ -155,6 +155,7 @@ def test_score_perfect_and_signature():
     assert score([joined], hyphen)["BLEU"] < score([detokenize(joined.split())], hyphen)["BLEU"]
 
 
+@pytest.mark.slow
 def test_translate_cli_without_a_checkpoint_says_what_to_do(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "annotated.translate", "--checkpoint", str(tmp_path / "none.pt")],

@@ -118,6 +118,7 @@ def test_smoke_run_trains_resumes_and_translates(corpus, tmp_path):
     assert saved_scores(other) is None
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_subword_run_shares_one_vocabulary_and_matrix_and_has_nothing_to_copy(
     corpus, subword_corpus, tmp_path

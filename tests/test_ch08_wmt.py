@@ -186,6 +186,7 @@ def test_step_plan_reports_the_step_size(smoke_corpus):
     assert 0 < one["target tokens per step"] <= config.tokens_per_step
 
 
+@pytest.mark.slow
 def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     config = dataclasses.replace(WMT_PROFILES["smoke"], evals_per_epoch=10)  # evaluate often
     run = train_wmt(config, tmp_path / "run", progress=False, corpus=smoke_corpus)

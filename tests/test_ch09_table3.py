@@ -251,6 +251,7 @@ def test_a_damaged_record_is_refused_with_what_to_do(tmp_path):
         read_results(path)
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_a_real_line_is_trained_measured_and_recorded(tmp_path, corpus):
     sweep = tiny_sweep(tmp_path)
@@ -278,6 +279,7 @@ def test_a_real_line_is_trained_measured_and_recorded(tmp_path, corpus):
     assert len(line["timing"]["load average before"]) == 3 and "busy" in line["timing"]
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_step_costs_time_every_variant_against_the_base(tmp_path, corpus):
     sweep = dataclasses.replace(tiny_sweep(tmp_path), cost_steps=3, cost_rounds=2)

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+# Every test here is slow-marked (an installed book in its own environment):
+# `make unit` leaves them to `make test`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

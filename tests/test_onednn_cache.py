@@ -13,6 +13,10 @@ import sys
 import pytest
 import torch
 
+# Every test here is slow-marked (fresh processes that import torch):
+# `make unit` leaves them to `make test`.
+pytestmark = pytest.mark.slow
+
 SHAPES = 600  # oneDNN's inner product makes two kernels a shape: 1,200, more than 1,024
 
 CHILD = f"""

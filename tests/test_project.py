@@ -218,6 +218,7 @@ def test_the_digest_follows_code_and_ignores_prose(tmp_path, monkeypatch):
     assert digest_after(source, chapter.replace("# f()", "# f() + 1")) != first
 
 
+@pytest.mark.slow
 def test_importing_chapters_prints_plots_and_writes_nothing(tmp_path):
     names = ", ".join(f"annotated.{c.stem}" for c in CHAPTERS)
     code = (

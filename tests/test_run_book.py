@@ -11,6 +11,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
+# Every test here is slow-marked (notebooks executed in kernels): `make unit` leaves
+# them to `make test`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import run_book  # noqa: E402  (tools/run_book.py)

@@ -241,6 +241,7 @@ def _budget_run_config():
     return dataclasses.replace(PROFILES["smoke"], epochs=4, cooldown_epochs=2.0, evals_per_epoch=2)
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     corpus, tmp_path, monkeypatch, capsys
@@ -273,6 +274,7 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     assert again.budget == plan and again.history.equals(run.history)
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypatch, capsys):
     from annotated import ch03_training
@@ -299,6 +301,7 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     assert "TIME LIMIT" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.multi30k
 def test_a_budget_that_fits_trains_the_same_model_as_no_budget(corpus, tmp_path):
     from annotated.ch07_multi30k import PROFILES, train_multi30k

@@ -87,6 +87,7 @@ CHILD = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this system")
 def test_a_process_pinned_to_one_core_uses_one_thread_and_says_so_once():
     env = {k: v for k, v in os.environ.items() if k not in (THREADS_ENV, "OMP_NUM_THREADS")}

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402  (tools/book.py)
 
+# Every test here is slow-marked (the command-line tools, each started as a process):
+# `make unit` leaves them to `make test`.
+pytestmark = pytest.mark.slow
+
 GERMAN = ["Ein Hund rennt.", "Zwei Männer sitzen auf einer Bank.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs.", "Two men sit on a bench.", "A woman reads a book."]
 DECODING = {"beam": 2, "alpha": 0.6}
