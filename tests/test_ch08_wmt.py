@@ -221,41 +221,13 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_train_cli_runs_the_wmt_smoke_profile(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "annotated.train",
-            "wmt",
-            "--profile",
-            "smoke",
-            "--run-dir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "nrefs:1|case:mixed|eff:no|tok:13a" in result.stdout
-    assert "tokenized BLEU" in result.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "annotated.train", "multi30k", "--profile", "sample"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert bad.returncode == 2 and "profiles" in bad.stderr
-
-
-@pytest.mark.slow
-def test_a_budget_is_planned_alike_by_every_process(tmp_path):
-    # Two gloo processes: both probe, plan with the mean of their times, and train the same steps.
+def test_the_train_command_plans_a_budget_alike_in_every_process_and_scores_once(tmp_path):
+    # `python -m annotated.train wmt` as two gloo processes: both probe, plan with the mean of their
+    # times and train the same steps; the first then scores the run (one process's training is
+    # test_smoke_run_trains_averages_scores_and_resumes, in this process).
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     command += ["-m", "annotated.train", "wmt", "--profile", "smoke", "--minutes", "5"]
-    command += ["--run-dir", str(tmp_path), "--no-scores"]
+    command += ["--run-dir", str(tmp_path)]
     result = subprocess.run(
         command,
         capture_output=True,
@@ -269,4 +241,6 @@ def test_a_budget_is_planned_alike_by_every_process(tmp_path):
     assert plan["steps"] == plan["recipe_steps"] == 6  # five minutes hold the smoke recipe
     assert result.stdout.count("plan: 5 training minutes") == 1  # said once, by the first process
     assert "the run is the recipe, unchanged" in result.stdout
-    assert f"{tmp_path}: 6 steps" in result.stdout
+    assert result.stdout.count(f"{tmp_path}: 6 steps") == 1
+    assert result.stdout.count("nrefs:1|case:mixed|eff:no|tok:13a") == 1
+    assert "tokenized BLEU" in result.stdout and "test set:" in result.stdout

@@ -2,7 +2,10 @@
 `python -m annotated.train`; and the first cell tools/book.py writes into every chapter notebook.
 
 Each case checks the message a user sees and that nothing else is lost: every other input line
-still gets its translation, in its place. The first cell is checked where it is written (once, in
+still gets its translation, in its place. Most cases call the command's `main` in this process,
+with its standard streams as bytes (`cli`): a process each would import torch and the chapters
+thirty times over. A few start the real `python -m` process, for what only a process shows: its
+exit status, a reader that closes the pipe early, output with nothing in it but translations. The first cell is checked where it is written (once, in
 tools/book.py, never in the .py files) and run as a kernel would run it: finding the book,
 finding it at another version, and failing to install it. tests/test_package.py runs it where
 the book is not installed yet.
@@ -27,13 +30,15 @@ from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.checkpoints import read_checkpoint
 from annotated.datasets import DATA_DIR_ENV
 from annotated.runs import load_translator
+from annotated.train import main as train_main
 from annotated.translate import default_checkpoint, translate_stream
+from annotated.translate import main as translate_main
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402  (tools/book.py)
 
-# Every test here is slow-marked (the command-line tools, each started as a process):
+# Every test here is slow-marked (the command-line tools, some started as processes):
 # `make unit` leaves them to `make test`.
 pytestmark = pytest.mark.slow
 
@@ -75,7 +80,32 @@ def run_module(module: str, *args: str, stdin: bytes = b"", env: dict | None = N
     return subprocess.run(command, input=stdin, capture_output=True, cwd=ROOT, timeout=600, env=env)
 
 
+def cli(main, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`main(args)` in this process as `python -m` would run it, its standard streams bytes: the
+    exit status is what main returns, or what SystemExit carries (argparse's errors exit 2). An
+    exception that escapes main escapes here too, and fails the test as a traceback would."""
+    streams = [io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") for data in (stdin, b"", b"")]
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        status = main(list(args))
+    except SystemExit as exit:
+        status = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        for stream in streams[1:]:
+            stream.flush()
+    out, err = (stream.buffer.getvalue() for stream in streams[1:])
+    return subprocess.CompletedProcess(["main", *args], status, out, err)
+
+
 def translate_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`python -m annotated.translate args`, in this process (`cli`)."""
+    return cli(translate_main, *args, stdin=stdin)
+
+
+def translate_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`python -m annotated.translate args`, a process of its own."""
     return run_module("annotated.translate", *args, stdin=stdin)
 
 
@@ -158,7 +188,7 @@ def test_a_broken_vocabulary_file_names_itself(tmp_path, run_folder):
 
 
 def test_a_run_folder_may_be_given_instead_of_a_file(run_folder, translator):
-    result = translate_cli("--checkpoint", str(run_folder), stdin=GERMAN[0].encode() + b"\n")
+    result = translate_process("--checkpoint", str(run_folder), stdin=GERMAN[0].encode() + b"\n")
     assert result.returncode == 0, result.stderr
     expected = translator.translate([GERMAN[0]], **DECODING)
     assert result.stdout.decode().split("\n")[:-1] == expected
@@ -263,7 +293,7 @@ def test_a_byte_order_mark_and_windows_line_endings_are_ignored(translator):
 
 def test_the_filter_exits_1_when_a_line_was_left_empty_and_keeps_the_others(run_folder, translator):
     data = f"{GERMAN[0]}\n{' '.join(['Hund'] * 30)}\n{GERMAN[2]}\n".encode()
-    result = translate_cli("--checkpoint", str(run_folder), "--max-tokens", "10", stdin=data)
+    result = translate_process("--checkpoint", str(run_folder), "--max-tokens", "10", stdin=data)
     assert result.returncode == 1
     lines = result.stdout.decode().split("\n")[:-1]
     assert lines[1] == "" and [lines[0], lines[2]] == translator.translate(
@@ -293,8 +323,9 @@ def test_a_reader_that_stops_early_gets_no_traceback(run_folder):
 # ---------------------------------------------------------------- python -m annotated.train
 
 
-def train_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    result = run_module("annotated.train", *args, env=env)
+def train_cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m annotated.train args`, in this process (`cli`), its output text."""
+    result = cli(train_main, *args)
     result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
     return result
 
@@ -307,11 +338,9 @@ def test_train_refuses_a_run_dir_that_is_a_file(tmp_path):
     assert path.read_text() == "mine"
 
 
-def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_path):
-    import os
-
-    env = {**os.environ, "ANNOTATED_PROFILE": "fast"}
-    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
+def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANNOTATED_PROFILE", "fast")
+    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 2
     assert (
         "ANNOTATED_PROFILE='fast': choose one of ['class', 'full', 'long', 'smoke']"
@@ -321,12 +350,18 @@ def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_p
 
 
 def test_train_with_a_missing_data_folder_says_where_to_put_it(tmp_path):
-    import os
-
+    # A process of its own: the exit status and message `python -m` gives, nothing else printed.
     env = {**os.environ, DATA_DIR_ENV: str(tmp_path / "nowhere"), "ANNOTATED_PROFILE": "smoke"}
-    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"), env=env)
+    result = run_module("annotated.train", "multi30k", "--run-dir", str(tmp_path / "run"), env=env)
+    result.stdout, result.stderr = result.stdout.decode(), result.stderr.decode()
     assert result.returncode == 2 and result.stderr.startswith("train: ")
     assert "nowhere" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_train_refuses_a_profile_of_the_other_task():
+    result = train_cli("multi30k", "--profile", "sample")  # chapter 8's WMT sample
+    assert result.returncode == 2
+    assert "multi30k has the profiles full, long, class, smoke" in result.stderr
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "abc", "inf", "nan", ""])
