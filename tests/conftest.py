@@ -1,10 +1,12 @@
 """What several test files share: the Multi30k corpus, loaded once, a mark for the tests that
-need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists), and
-another process that holds a folder's lock (`held_elsewhere`)."""
+need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists),
+another process that holds a folder's lock (`held_elsewhere`), and the book's wheel and sdist,
+built once (`dist`)."""
 
 import contextlib
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,37 @@ def _held_elsewhere(folder: Path):
 def held_elsewhere():
     """`with held_elsewhere(folder) as process:` another live process holds the folder's lock."""
     return _held_elsewhere
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory) -> Path:
+    """A folder with the wheel and the sdist `python -m build` makes of this checkout, the wheel
+    built from the sdist (so the sdist holds what building needs), both passed by `twine check`.
+    Built with this environment's setuptools (--no-isolation), which pyproject.toml's build
+    requirement must accept: `build` checks that before it starts."""
+    folder = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(folder), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    # A folder of the package missing from pyproject.toml's `packages` would be left out.
+    assert "would be ignored" not in built.stdout + built.stderr, built.stdout[-3000:]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    stem = f"{project['name'].replace('-', '_')}-{project['version']}"
+    (wheel,) = folder.glob(f"{stem}-py3-none-any.whl")
+    (sdist,) = folder.glob(f"{stem}.tar.gz")
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2, checked.stdout
+    return folder

@@ -1,8 +1,9 @@
 """The book installed as a regular package (a class server's setup): it runs, and writes nothing
 inside its installation.
 
-The wheel is built from this checkout and installed into a fresh virtual environment outside it;
-the environment's own packages come from this one's (a `.pth` file), so nothing is downloaded.
+The wheel built from this checkout (tests/conftest.py, `dist`) is installed into a fresh virtual
+environment outside it; the environment's own packages come from this one's (a `.pth` file), so
+nothing is downloaded.
 The installation is then made read-only, and a user with an empty home folder trains the smoke
 run and translates with it. Running as root, file permissions stop nothing, so the test also
 compares every file of the installation before and after: not one may appear or change.
@@ -38,27 +39,10 @@ def _read_only(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed(tmp_path_factory, dist):
     """(python of a fresh environment with the book's wheel installed, that environment)."""
     scratch = tmp_path_factory.mktemp("install")
-    wheels = scratch / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = wheels.glob("annotated_transformer_book-*.whl")
+    (wheel,) = dist.glob("annotated_transformer_book-*.whl")
     env_dir = scratch / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
     python = env_dir / "bin" / "python"

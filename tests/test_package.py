@@ -1,9 +1,12 @@
 """The book as a package a reader installs, and its notebooks as a reader downloads them.
 
 `python -m build` makes a wheel and an sdist of this checkout (the wheel built from the sdist, so
-the sdist holds what building needs), and `twine check` passes both. Then a fresh virtual
-environment gets only what Colab preinstalls (torch at this environment's version, numpy,
-pandas, altair, ipykernel, nbclient): not the book, spaCy, sacreBLEU or sentencepiece. Chapter
+the sdist holds what building needs), and `twine check` passes both (tests/conftest.py, `dist`;
+tests/test_install.py installs the same wheel). Then a fresh virtual environment gets only what
+Colab preinstalls (torch, numpy, pandas, altair, ipykernel, nbclient): not the book, spaCy,
+sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
+names a folder holding torch alone: installed again, it would copy a gigabyte and a minute and a
+half for nothing a test here looks at, and pip leaves a package outside the environment alone. Chapter
 notebooks are copied from notebooks/ (the files the site offers for download) into an empty
 folder outside the checkout and executed there by nbclient in that environment's kernel, with a
 clean environment: no PYTHONPATH, a new HOME (so downloads and runs go to a temporary cache), and
@@ -15,8 +18,7 @@ the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does
 * Chapter 7 runs to its last cell with the smoke profile, its data from $ANNOTATED_DATA_DIR
   (skipped without it).
 
-Everything here needs the package registry pip is configured with (the build's setuptools, the
-book's dependencies): where it cannot be reached, the tests are skipped with that reason. pip's
+Everything here needs the package registry pip is configured with (the book's dependencies): where it cannot be reached, the tests are skipped with that reason. pip's
 own cache is shared with this machine's, so a second run downloads little.
 """
 
@@ -27,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tomllib
 import zipfile
@@ -188,36 +191,28 @@ class Reader:
         return pip(self.python, "show", "-q", distribution).returncode == 0
 
 
-def _build(dist: Path) -> tuple[Path, Path]:
-    """The wheel and the sdist `python -m build` makes of the checkout, checked by twine."""
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    # A folder of the package missing from pyproject.toml's `packages` would be left out.
-    assert "would be ignored" not in built.stdout + built.stderr, built.stdout[-3000:]
-    (wheel,) = dist.glob(f"{WHEEL_NAME}-{VERSION}-py3-none-any.whl")
-    (sdist,) = dist.glob(f"{WHEEL_NAME}-{VERSION}.tar.gz")
-    checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert checked.stdout.count("PASSED") == 2, checked.stdout
-    return wheel, sdist
-
-
 def _colab_like(venv: Path) -> Path:
     """A new environment holding what Colab preinstalls (and pip), its python returned."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    torch = f"torch=={metadata.version('torch')}"
-    installed = pip(python, "install", "-q", "-c", str(ROOT / "constraints.txt"), torch, *COLAB)
+    # torch alone, from this environment: its folders linked into one of their own, on the path.
+    torch_only = venv.parent / "torch-only"
+    torch_only.mkdir()
+    here = Path(sysconfig.get_paths()["purelib"])
+    files = metadata.distribution("torch").files or []
+    for top in sorted({Path(f).parts[0] for f in files if Path(f).parts[0] != ".."}):
+        (torch_only / top).symlink_to(here / top)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "colab-torch.pth").write_text(f"{torch_only}\n")
+    # torch's own dependencies (sympy, networkx, ...) are installed here, as Colab has them.
+    torch = f"torch=={metadata.version('torch').split('+')[0]}"
+    constraints = str(ROOT / "constraints.txt")
+    installed = pip(python, "install", "-q", "--no-compile", "-c", constraints, torch, *COLAB)
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     for name in NOT_PREINSTALLED:
         assert pip(python, "show", "-q", name).returncode != 0, f"{name} must not be preinstalled"
@@ -225,12 +220,10 @@ def _colab_like(venv: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reader(tmp_path_factory) -> Reader:
+def reader(tmp_path_factory, dist) -> Reader:
     scratch = tmp_path_factory.mktemp("package")
     if reason := _unreachable(scratch / "probe"):
         pytest.skip(reason)
-    dist = scratch / "dist"
-    _build(dist)
     python = _colab_like(scratch / "venv")
     # The notebooks' kernel, "python3", is this environment's python (JUPYTER_PATH comes first).
     spec = scratch / "jupyter" / "kernels" / "python3"
