@@ -18,7 +18,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site pdf serve browser notebooks execute run-book status test test-python test-browser unit nbval nbval-kernels lint lab student \
+.PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
 
 help:  ## list the targets
@@ -56,6 +56,11 @@ site: $(STAMP)  ## build the HTML site in _build/html from the saved notebooks (
 # Chromium prints the site as one page (site/bookpdf.py); it needs `make browser` once.
 pdf: $(STAMP)  ## the whole book as one PDF in _build/pdf/ (headless Chromium prints it; the site then links it)
 	$(PY) site/bookpdf.py
+
+# The layout test, run with its pictures: every page at 1280 px (whole) and at a phone's width,
+# in light and dark mode. make test runs the same checks without writing them.
+screenshots: $(STAMP) browser  ## pictures of every page, desktop and phone, light and dark, in _build/screenshots/ (runs the layout test)
+	ANNOTATED_SCREENSHOTS=1 $(PY) -m pytest tests/test_site_layout.py -q
 
 serve: site  ## serve _build/html on http://127.0.0.1:8000 for a look in a browser
 	$(PY) -m http.server --bind 127.0.0.1 --directory _build/html 8000
@@ -101,41 +106,48 @@ status: $(STAMP)  ## say which notebooks are stale
 run-book: $(STAMP)  ## execute every chapter from the installed book, compare with the saved outputs; writes _build/run-book/report.json
 	$(PY) tools/run_book.py $(RUN_BOOK_ARGS)
 
-# The saved outputs must not depend on the machine that executed them. `make test` therefore checks
-# the chapters that need no training data a second time under other kernels: PyTorch's portable
-# scalar code instead of its AVX-512/AVX2 kernels, oneDNN held to AVX2, one thread. That changes the
-# last bits of random draws, softmaxes and matrix products (as another CPU or a GPU would), and
-# every checked output must come out the same.
+# The saved outputs must not depend on the machine that executed them. `make test` therefore runs
+# the chapters that need no training data under other kernels: PyTorch's portable scalar code
+# instead of its AVX-512/AVX2 kernels, oneDNN held to AVX2, one thread. That changes the last bits
+# of random draws, softmaxes and matrix products (as another CPU or a GPU would), and every checked
+# output must come out as `make book` saved it with the machine's own kernels. The chapters that
+# train on data (5, 7 to 9) run under the machine's own kernels. `make nbval` runs every chapter
+# under the machine's own kernels and threads.
 PORTABLE_CHAPTERS := $(wildcard notebooks/ch0[0-4]_*.ipynb notebooks/ch06_*.ipynb notebooks/ch10_*.ipynb notebooks/ch11_*.ipynb)
+DATA_CHAPTERS := $(filter-out $(PORTABLE_CHAPTERS),$(wildcard notebooks/ch[0-9][0-9]_*.ipynb))
 OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
                  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
 # `make test` runs its checks in two lanes at once, one per core, each printed whole when it ends
-# (make's --output-sync), with pytest's ten slowest of each: the browser lane (the site and the PDF
-# in Chromium, then nbval under other kernels, one thread) and the Python lane (the unit tests, the
-# package and the student edition, then nbval on every notebook). Nothing one lane writes is read
-# or written by the other: the browser lane builds _build/, and only the Python lane trains
-# (runs/, in chapters 7 to 9's smoke profiles).
+# (make's --output-sync), with pytest's ten slowest of each: the Python lane (the unit tests and
+# the student edition, then nbval on the chapters that train on data) and the reader's lane (what
+# a reader gets: the site and the PDF in Chromium, the package installed where Colab would have
+# it, then nbval on the other chapters under other kernels). Each lane's torch uses one thread:
+# two threads beside the other lane's work wait for each other at every operation (a test that
+# trains took four times as long). Nothing one lane writes is read or written by the other: the
+# reader's lane builds _build/ and installs into temporary folders, and only the Python lane
+# trains in runs/ (chapters 7 to 9's smoke profiles).
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
-BROWSER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_pdf.py
+READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_pdf.py tests/test_package.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
+ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: $(STAMP) browser  ## every check, in two lanes at once: the unit tests, the site and PDF in a browser, nbval on every notebook and again under other kernels
-	$(MAKE) --no-print-directory $(LANES) test-python test-browser
+test: $(STAMP) browser  ## every check, in two lanes at once: the unit tests and nbval on the chapters that train; the site, PDF and package as a reader gets them, and nbval on the other chapters under other kernels
+	env $(ONE_THREAD) $(MAKE) --no-print-directory $(LANES) test-python test-reader
 
-test-python: $(STAMP)  ## one lane of make test: the unit, package and student tests, then nbval on every notebook
-	$(PY) -m pytest tests $(addprefix --ignore ,$(BROWSER_TESTS)) notebooks $(NBVAL) $(SLOWEST)
+test-python: $(STAMP)  ## one lane of make test: the unit and student tests, then nbval on the chapters that train on data (5, 7 to 9)
+	$(PY) -m pytest tests $(addprefix --ignore ,$(READER_TESTS)) $(DATA_CHAPTERS) $(NBVAL) $(SLOWEST)
 
-test-browser: $(STAMP) browser  ## the other lane: the site and the PDF in headless Chromium, then make nbval-kernels
-	$(PY) -m pytest $(BROWSER_TESTS) $(SLOWEST) -p no:cacheprovider
+test-reader: $(STAMP) browser  ## the other lane: the site and the PDF in headless Chromium, the package as a reader installs it, then make nbval-kernels
+	$(PY) -m pytest $(READER_TESTS) $(SLOWEST) -p no:cacheprovider
 	$(MAKE) --no-print-directory nbval-kernels
 
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
 	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) $(SLOWEST) -p no:cacheprovider
 
 unit: $(STAMP)  ## the fast unit tests (about two minutes): no browser, package, student, nbval or slow-marked test
-	$(PY) -m pytest tests -m "not slow" $(addprefix --ignore ,$(BROWSER_TESTS) tests/test_package.py tests/test_student.py)
+	$(PY) -m pytest tests -m "not slow" $(addprefix --ignore ,$(READER_TESTS) tests/test_student.py)
 
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)

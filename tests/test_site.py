@@ -41,6 +41,9 @@ CHAPTERS = booksite.chapters()
 PAGES = ["index", "course"] + [chapter.stem for chapter in CHAPTERS]
 PLAIN_PAGES = {"index", "course"}  # the site's pages that are not notebooks (site/<name>.md)
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+# Pictures of the pages, for a person to look at (`make screenshots`), not for a check: make test
+# leaves them out (a full page at 1280 px takes seconds to paint and write, 26 times).
+SCREENSHOTS_ENV = "ANNOTATED_SCREENSHOTS"
 CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
 # Flags this machine's Chromium needs headless; the host resolver rule makes every name but the
 # local server's fail, so a request the route handler missed could not reach a network either.
@@ -324,6 +327,36 @@ def check_page(page, report, name: str) -> None:
     assert not report.non_local(), f"{name}: requests to other hosts: {report.non_local()}"
 
 
+def screenshot(page, filename: str, **options) -> None:
+    """Write the page's picture to _build/screenshots/<filename> when $ANNOTATED_SCREENSHOTS is
+    set (`make screenshots` sets it), else nothing."""
+    if os.environ.get(SCREENSHOTS_ENV):
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / filename), **options)
+
+
+def folded_until_asked(page, name: str) -> None:
+    """In a chapter's exercises, a predict exercise's answer and an implement exercise's solution
+    stay folded until their summary is clicked, and the check's verdict shows outside the fold.
+    (Run by tests/test_site_layout.py on the page it has measured: clicking changes the page.)"""
+    section = page.locator("section#exercises")
+    answer = section.locator("details:not(.hide)").first  # a predict exercise's answer
+    assert answer.get_attribute("open") is None
+    text = answer.locator("p").first
+    assert not text.is_visible(), f"{name}: an answer shows before it is asked for"
+    answer.locator("summary").click()
+    text.wait_for(state="visible")
+    solution = section.locator("details.hide.above-input").first  # myst-nb's hide-input
+    code = solution.locator("pre").first
+    assert "BEGIN SOLUTION" in code.inner_text() or not code.is_visible()
+    assert not code.is_visible(), f"{name}: a solution shows before it is asked for"
+    solution.locator("summary").click()
+    code.wait_for(state="visible")
+    assert "BEGIN SOLUTION" in code.inner_text()
+    # The check's verdict is an output, outside the fold: always visible.
+    assert section.get_by_text("your function agrees with the book's").first.is_visible()
+
+
 def hover_tooltips(page, name: str) -> None:
     """Each chart that declares tooltips shows one when the pointer rests on one of its marks."""
     for chart_id, has_tooltip in expected_charts(name).items():
@@ -433,31 +466,6 @@ def test_every_chapter_page_ends_with_exercises_whose_answers_are_folded(site):
         assert 'id="exercises"' in html, f"{chapter.stem}: no Exercises section"
         assert "<details>" in html, f"{chapter.stem}: no folded answer"
         assert "<details open" not in html.split('id="exercises"')[1]
-
-
-@pytest.mark.parametrize("name", EXERCISE_PAGES)
-def test_exercise_solutions_are_folded_until_asked(site, server, browser, name):
-    context = browser.new_context(viewport=DESKTOP)
-    try:
-        page, _ = read_page(context, f"{server}{name}.html", served_from(server))
-        section = page.locator("section#exercises")
-        answer = section.locator("details:not(.hide)").first  # a predict exercise's answer
-        assert answer.get_attribute("open") is None
-        text = answer.locator("p").first
-        assert not text.is_visible(), f"{name}: an answer shows before it is asked for"
-        answer.locator("summary").click()
-        text.wait_for(state="visible")
-        solution = section.locator("details.hide.above-input").first  # myst-nb's hide-input
-        code = solution.locator("pre").first
-        assert "BEGIN SOLUTION" in code.inner_text() or not code.is_visible()
-        assert not code.is_visible(), f"{name}: a solution shows before it is asked for"
-        solution.locator("summary").click()
-        code.wait_for(state="visible")
-        assert "BEGIN SOLUTION" in code.inner_text()
-        # The check's verdict is an output, outside the fold: always visible.
-        assert section.get_by_text("your function agrees with the book's").first.is_visible()
-    finally:
-        context.close()
 
 
 def test_the_chapters_that_build_the_model_each_show_a_drawing_made_from_code():

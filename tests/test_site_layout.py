@@ -13,8 +13,9 @@ it lies on the screen, on every page, in Chromium, at a desktop width (1280 px) 
   scrolls) has a contrast of at least 4.5:1 (WCAG AA) against what is painted behind it, in both
   modes.
 
-Screenshots of every page in both modes go to `_build/screenshots/` (`<page>.png` is light,
-`dark-<page>.png` dark, `phone-...` at the phone's width).
+With ANNOTATED_SCREENSHOTS=1 (`make screenshots`), pictures of every page in both modes go to
+`_build/screenshots/` (`<page>.png` is light, `dark-<page>.png` dark, `phone-...` at the phone's
+width).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from __future__ import annotations
 import pytest
 from test_site import (
     DESKTOP,
+    EXERCISE_PAGES,
     PAGES,
     PHONE,
-    SCREENSHOTS,
     browser,  # noqa: F401 (a fixture)
     check_page,
+    folded_until_asked,
     hover_tooltips,
     read_page,
+    screenshot,
     served_from,
     server,  # noqa: F401 (a fixture)
     site,  # noqa: F401 (a fixture)
@@ -254,19 +257,21 @@ def low_contrast(page) -> list[str]:
 def test_page_at_desktop_width(site, server, browser, name, mode):  # noqa: F811
     """Served over http with every other host refused: test_site.py's checks (charts drawn, math
     typeset, no console error, no foreign request; in light mode each chart's tooltip too), then
-    what lies outside the column, cut code, drawing text and contrast."""
+    what lies outside the column, cut code, drawing text and contrast; last, in dark mode, that
+    the exercises' answers are folded until asked for (clicking them changes the page)."""
     context, page = open_page(browser, server, name, DESKTOP, mode)
     try:
         if mode == "light":
             hover_tooltips(page, name)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         prefix = "" if mode == "light" else f"{mode}-"
-        page.screenshot(path=str(SCREENSHOTS / f"{prefix}{name}.png"), full_page=True)
+        screenshot(page, f"{prefix}{name}.png", full_page=True)
         problems = misplaced(page, phone=False)
         problems += [f"code cut by {c['over']} px: {c['line']!r}" for c in page.evaluate(_CUT_CODE)]
         problems += illegible_drawings(page)
         problems += low_contrast(page)
         assert not problems, f"{name} ({mode}, 1280 px):\n" + "\n".join(problems)
+        if mode == "dark" and name in EXERCISE_PAGES:
+            folded_until_asked(page, name)
     finally:
         context.close()
 
@@ -281,12 +286,11 @@ def test_page_at_phone_width(site, server, browser, name, mode):  # noqa: F811
         width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         assert width[0] <= width[1] + 1, f"{name}: {width[0]}px of page in a {width[1]}px window"
         problems = misplaced(page, phone=True) + illegible_drawings(page) + low_contrast(page)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         cue = page.locator(".annotated-scroll-cue")
         if cue.count():  # show how a wide picture sits in the narrow column
             cue.first.scroll_into_view_if_needed()
         prefix = "phone-" if mode == "light" else f"phone-{mode}-"
-        page.screenshot(path=str(SCREENSHOTS / f"{prefix}{name}.png"))
+        screenshot(page, f"{prefix}{name}.png")
         assert not problems, f"{name} ({mode}, phone):\n" + "\n".join(problems)
     finally:
         context.close()
