@@ -151,7 +151,9 @@ class Reader:
         path = [str(self.python.parent)] + [
             p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(ROOT))
         ]
-        env = {k: os.environ[k] for k in ("LANG", "LC_ALL", "TMPDIR") if k in os.environ}
+        # The thread settings pass (make test's lanes run torch on one thread each, notebooks too).
+        kept = ("LANG", "LC_ALL", "TMPDIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+        env = {k: os.environ[k] for k in kept if k in os.environ}
         env.update(
             PATH=os.pathsep.join(path),
             HOME=str(home),
