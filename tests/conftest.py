@@ -14,6 +14,8 @@ import pytest
 from annotated.ch05_text import load_multi30k
 from annotated.datasets import DATA_DIR_ENV, available_offline
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "multi30k: needs a local Multi30k copy (else skipped)")
@@ -66,9 +68,6 @@ def _held_elsewhere(folder: Path):
 def held_elsewhere():
     """`with held_elsewhere(folder) as process:` another live process holds the folder's lock."""
     return _held_elsewhere
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")

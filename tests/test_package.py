@@ -6,8 +6,8 @@ tests/test_install.py installs the same wheel). Then a fresh virtual environment
 Colab preinstalls (torch, numpy, pandas, altair, ipykernel, nbclient): not the book, spaCy,
 sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
 names a folder holding torch alone: installed again, it would copy a gigabyte and a minute and a
-half for nothing a test here looks at, and pip leaves a package outside the environment alone. Chapter
-notebooks are copied from notebooks/ (the files the site offers for download) into an empty
+half for nothing a test here looks at, and pip leaves a package outside the environment alone.
+Chapter notebooks are copied from notebooks/ (the files the site offers for download) into an empty
 folder outside the checkout and executed there by nbclient in that environment's kernel, with a
 clean environment: no PYTHONPATH, a new HOME (so downloads and runs go to a temporary cache), and
 the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does not know about.
@@ -18,8 +18,9 @@ the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does
 * Chapter 7 runs to its last cell with the smoke profile, its data from $ANNOTATED_DATA_DIR
   (skipped without it).
 
-Everything here needs the package registry pip is configured with (the book's dependencies): where it cannot be reached, the tests are skipped with that reason. pip's
-own cache is shared with this machine's, so a second run downloads little.
+Everything here needs the package registry pip is configured with (the book's dependencies):
+where it cannot be reached, the tests are skipped with that reason. pip's own cache is shared
+with this machine's, so a second run downloads little.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ Each case checks the message a user sees and that nothing else is lost: every ot
 still gets its translation, in its place. Most cases call the command's `main` in this process,
 with its standard streams as bytes (`cli`): a process each would import torch and the chapters
 thirty times over. A few start the real `python -m` process, for what only a process shows: its
-exit status, a reader that closes the pipe early, output with nothing in it but translations. The first cell is checked where it is written (once, in
-tools/book.py, never in the .py files) and run as a kernel would run it: finding the book,
-finding it at another version, and failing to install it. tests/test_package.py runs it where
-the book is not installed yet.
+exit status, a reader that closes the pipe early, output with nothing in it but translations.
+
+The first cell is checked where it is written (once, in tools/book.py, never in the .py files)
+and run as a kernel would run it: finding the book, finding it at another version, and failing
+to install it. tests/test_package.py runs it where the book is not installed yet.
 """
 
 import dataclasses
