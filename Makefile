@@ -19,7 +19,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt table3 class-resources class-data clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -128,7 +128,8 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # reader's lane builds _build/ and installs into temporary folders, and only the Python lane
 # trains in runs/ (chapters 7 to 9's smoke profiles).
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
-READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_pdf.py tests/test_package.py
+READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py \
+                tests/test_try_tokenizer.py tests/test_pdf.py tests/test_package.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
 ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -187,6 +188,14 @@ FOLDER ?= _build/class-data
 SETS   ?= multi30k
 class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
 	$(PY) -m annotated.datasets $(FOLDER) --sets $(SETS)
+
+# The page's files are committed: after retraining chapter 7 (and re-executing its notebook), run
+# this and commit site/try/; tests/test_try_page.py fails until then.
+try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) for the site's "Try the model" page, into site/try/
+	$(PY) -m annotated.browser_model
+
+bench-try: $(STAMP) browser  ## benchmark: the "Try the model" page in headless Chromium, model load and a 20-word translation; writes benchmarks/results/try.json
+	$(PY) benchmarks/bench_try.py
 
 bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
 	$(PY) benchmarks/bench_wmt.py

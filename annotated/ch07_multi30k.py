@@ -757,6 +757,10 @@ def traced_search(
 # How this recipe was found, run by run (pre-norm against post-norm, words against subwords,
 # fixed against rising dropout, three layers against two, 20 epochs against 40), and what to try
 # next, is the appendix: the **lab notebook**.
+#
+# **Try it yourself.** The model this notebook reports also runs in a web browser, on the book's
+# site: the page [Try the model](try.md) translates a sentence you type, and shows its attention
+# (any layer and head, hover a word) and its search step by step, with nothing to install.
 
 # %% [markdown]
 # ## Exercises

@@ -10,7 +10,9 @@ Sphinx wants all its pages under one source folder, and the chapters live in `no
 build first stages a source folder in `_build/site/`:
 
     _build/site/src/          index.md (from site/), and a copy of every notebooks/ch*.ipynb
-    _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures/__init__.py)
+    _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures/__init__.py),
+                              and try/: the "Try the model" page's scripts (site/try/) and its model
+                              as one script, model-data.js (`try_page_files`)
     _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/
     _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
 
@@ -20,6 +22,8 @@ the navigation, on the landing page and in the browser test without any change h
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 import re
@@ -44,6 +48,9 @@ DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py o
 # The whole book as one PDF (`make pdf`, site/bookpdf.py). A site built while it exists holds a
 # copy beside index.html, and the landing page links it; without it there is no link.
 PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
+# The "Try the model" page's scripts and the model they run (annotated/browser_model.py).
+TRY = SITE / "try"
+TRY_SCRIPTS = ("tokenizer.js", "transformer.js", "page.js")
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,25 @@ def _mirror(folder: Path, wanted: dict[str, bytes]) -> None:
         _write_if_changed(folder / name, data)
 
 
+def try_page_files() -> dict[str, bytes]:
+    """The scripts of the "Try the model" page (site/try.md), and model-data.js: the exported
+    model (site/try/model.json and model.bin, `make try-model`) as one script, the weights in
+    base64, so that the page also loads it opened from disk, where a script may not fetch a file."""
+    files = {name: (TRY / name).read_bytes() for name in TRY_SCRIPTS}
+    manifest = json.loads((TRY / "model.json").read_text(encoding="utf-8"))
+    weights = (TRY / "model.bin").read_bytes()
+    if hashlib.sha256(weights).hexdigest() != manifest["bin_sha256"]:
+        raise SystemExit(
+            "site/try/model.bin is not the file model.json describes: run `make try-model`"
+        )
+    data = {"manifest": manifest, "weights": base64.b64encode(weights).decode("ascii")}
+    files["model-data.js"] = (
+        "// Written by site/booksite.py from site/try/model.json and model.bin.\n"
+        f"window.AnnotatedTryData = {json.dumps(data, ensure_ascii=False, separators=(',', ':'))};\n"
+    ).encode()
+    return files
+
+
 def page_source(notebook: Path) -> bytes:
     """The notebook as the site renders it: each chart output keeps only its HTML form.
 
@@ -169,11 +195,13 @@ def stage() -> list[Chapter]:
     if not found:
         raise SystemExit(f"no chapter notebooks in {NOTEBOOKS}: run `make notebooks` first")
     pages = {c.notebook.name: page_source(c.notebook) for c in found}
-    extra_pages = {name: (SITE / name).read_bytes() for name in ("index.md", "course.md")}
+    extra_pages = {name: (SITE / name).read_bytes() for name in ("index.md", "course.md", "try.md")}
     _mirror(SOURCE, extra_pages | pages)
     downloads = {c.notebook.name: c.notebook.read_bytes() for c in found}
     downloads |= {c.module.name: c.module.read_bytes() for c in found if c.module}
     _mirror(EXTRA / DOWNLOADS, downloads)
+
+    _mirror(STATIC / "try", try_page_files())
 
     # The bundle takes a few seconds to make and only changes with vl-convert or Vega-Lite.
     from annotated.figures import BUNDLE_NAME, write_vega_bundle

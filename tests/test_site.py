@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "site"))
 import booksite  # noqa: E402  (site/booksite.py)
 
 CHAPTERS = booksite.chapters()
-PAGES = ["index", "course"] + [chapter.stem for chapter in CHAPTERS]
-PLAIN_PAGES = {"index", "course"}  # the site's pages that are not notebooks (site/<name>.md)
+PAGES = ["index", "course", "try"] + [chapter.stem for chapter in CHAPTERS]
+PLAIN_PAGES = {"index", "course", "try"}  # the site's pages that are not notebooks (site/<name>.md)
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 # Pictures of the pages, for a person to look at (`make screenshots`), not for a check: make test
 # leaves them out (a full page at 1280 px takes seconds to paint and write, 26 times).
@@ -235,6 +235,10 @@ _MARK_POINTS = """(id) => {
 }"""
 
 
+_TRY_READY = """() => window.AnnotatedTry
+  ? window.AnnotatedTry.ready.then(() => true, (error) => String(error)) : true"""
+
+
 class PageReport:
     """Everything a page did while it loaded: requests, refusals, errors, charts, math."""
 
@@ -285,6 +289,8 @@ def read_page(context, url: str, is_local) -> tuple:
         except Exception as error:  # noqa: BLE001 (playwright's TimeoutError)
             report.errors.append(f"waiting for the page: {str(error).splitlines()[0]}")
     page.evaluate(_MATHJAX_DONE)
+    # The "Try the model" page loads its model, then translates its first example and draws it.
+    page.evaluate(_TRY_READY)
     # Let late requests (fonts, lazily loaded MathJax parts) show up before the checks. This is
     # only a settling pause, not a check: on the heaviest page Chromium now and then keeps a
     # local request open past any sensible wait, and what the page must show is checked

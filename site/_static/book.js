@@ -10,7 +10,7 @@ window.FontAwesomeConfig = Object.assign(window.FontAwesomeConfig || {}, {observ
 // until the reader scrolls, so nothing else tells a reader there is more to the right.
 (function () {
   var WIDE = ".annotated-chart, figure.annotated-drawing, div.cell_output .output.text_html, " +
-    ".pst-scrollable-table-container";
+    ".pst-scrollable-table-container, .try-scroll";
   var CUE = "annotated-scroll-cue";
 
   function mark(box) {
