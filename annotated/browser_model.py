@@ -15,8 +15,9 @@ forward pass of its own in JavaScript; this module writes what that pass reads:
                           beam 4: what the browser test holds the page to
 
 **Why quantized, and how.** The model has 7.3 million weights, 29 MB in float32 and 15 MB in
-float16; the page may weigh 10 MB. Each matrix is stored as integers of `bits` bits, one float16
-scale for each group of 64 along a row (the group's largest magnitude maps to the largest integer).
+float16; the page may weigh 10 MB. Each matrix is stored as integers of `bits` bits, one scale for
+each group of 64 along a row (the group's largest magnitude maps to the largest integer), a
+float16 times a power of two the matrix shares.
 A matrix's bits are chosen by how much its rounding moves the model's output: the export measures,
 for each matrix alone rounded to 8 bits, the change of the logits over 120 validation sentences,
 then hands out bits (8 to 12) where they buy the most, within a byte budget (`allocate_bits`).
@@ -36,6 +37,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -66,23 +68,36 @@ DEFAULT_OUT = REPO_ROOT / "site" / "try"
 
 # Storing integers of any width ------------------------------------------------------------------
 def quantize(weight: Tensor, bits: int, group: int = GROUP) -> tuple[Tensor, Tensor]:
-    """(rows, cols) floats -> integer codes in [-(2^(bits-1) - 1), 2^(bits-1) - 1] and float16
-    scales (rows, cols / group): weight ~ codes * scales, group by group along each row."""
+    """(rows, cols) floats -> integer codes in [-(2^(bits-1) - 1), 2^(bits-1) - 1] and the scales
+    (rows, cols / group, float32, each a float16 times the matrix's `scale_shift`): weight ~
+    codes * scales, group by group along each row."""
     rows, cols = weight.shape
     if cols % group:
         raise ValueError(f"a row of {cols} weights does not split into groups of {group}")
     levels = 2 ** (bits - 1) - 1
     blocks = weight.float().reshape(rows, cols // group, group)
-    scales = float16_scale(blocks.abs().amax(-1), levels)
-    codes = (blocks / scales.float().unsqueeze(-1)).round().clamp(-levels, levels)
+    scales = stored_scale(blocks.abs().amax(-1), levels, scale_shift(weight, levels))
+    codes = (blocks / scales.unsqueeze(-1)).round().clamp(-levels, levels)
     return codes.to(torch.int32).reshape(rows, cols), scales
 
 
-def float16_scale(largest: Tensor, levels: int) -> Tensor:
-    """The float16 step that maps `largest` to at most `levels`: largest / levels rounded up (a
-    step rounded down would clip the largest weight); 1 for an all-zero group."""
-    scale = (largest.double() / levels * (1 + 2**-10)).half()  # float16 steps are 2^-10 apart
-    return torch.where(scale == 0, torch.ones_like(scale), scale)
+def scale_shift(weight: Tensor, levels: int) -> int:
+    """The power of two that brings the matrix's largest step into [2^14, 2^15): every step is
+    stored as a float16 times 2^-shift, so that none falls among float16's imprecise subnormal
+    numbers (below 6.1e-5), where a step could not be stored within 0.1%."""
+    largest = weight.abs().max().item() / levels
+    return 0 if largest == 0 else 14 - math.floor(math.log2(largest))
+
+
+def stored_scale(largest: Tensor, levels: int, shift: int) -> Tensor:
+    """The step that maps `largest` to at most `levels`, rounded up (a step rounded down would clip
+    the largest weight) to a float16 times 2^-shift; 1 for an all-zero group."""
+    wanted = largest.double() / levels * 2.0**shift
+    half = wanted.half()
+    short = half.double() < wanted  # rounded down: take the next float16 up
+    half = torch.where(short, (half.view(torch.int16) + 1).view(torch.float16), half)
+    scale = half.double() * 2.0**-shift
+    return torch.where(scale == 0, torch.ones_like(scale), scale).float()
 
 
 def dequantize(codes: Tensor, scales: Tensor, group: int = GROUP) -> Tensor:
@@ -231,10 +246,12 @@ def quantize_compensated(
     inverse = torch.cholesky_inverse(torch.linalg.cholesky(hessian))
     factor = torch.linalg.cholesky(inverse, upper=True)
     codes = torch.zeros(rows, cols, dtype=torch.int32)
-    scales = torch.zeros(rows, cols // group, dtype=torch.float16)
+    scales = torch.zeros(rows, cols // group)
+    shift = scale_shift(weight, levels)
     for i in range(cols):
         if i % group == 0:
-            scales[:, i // group] = float16_scale(work[:, i : i + group].abs().amax(1), levels)
+            largest = work[:, i : i + group].abs().amax(1)
+            scales[:, i // group] = stored_scale(largest, levels, shift)
         scale = scales[:, i // group].double()
         code = (work[:, i] / scale).round().clamp(-levels, levels)
         codes[:, i] = code.int()
@@ -331,9 +348,10 @@ def pack_model(model, bits: dict[str, int], products: dict) -> tuple[list[dict],
                 codes, scales = quantize_compensated(parameter, bits[name], products[layer])
             else:  # an embedding: looked up, not multiplied, so plain rounding
                 codes, scales = quantize(parameter, bits[name])
-            blob += scales.numpy().tobytes()
+            shift = scale_shift(parameter, 2 ** (bits[name] - 1) - 1)
+            blob += (scales.double() * 2.0**shift).half().numpy().tobytes()  # exact
             blob += pack_bits(codes, bits[name])
-            entry |= {"bits": bits[name], "group": GROUP}
+            entry |= {"bits": bits[name], "group": GROUP, "shift": shift}
         else:
             blob += parameter.float().numpy().astype("<f4").tobytes()
             entry |= {"bits": 32}
@@ -395,9 +413,10 @@ def read_tensors(folder: Path = DEFAULT_OUT) -> tuple[dict, dict[str, Tensor]]:
             continue
         rows, cols = shape
         n_scales = rows * cols // entry["group"]
-        scales = torch.frombuffer(bytearray(data[: 2 * n_scales]), dtype=torch.float16)
+        stored = torch.frombuffer(bytearray(data[: 2 * n_scales]), dtype=torch.float16)
+        scales = (stored.double() * 2.0 ** -entry["shift"]).float().view(rows, -1)
         codes = unpack_bits(data[2 * n_scales :], entry["bits"], rows * cols).view(rows, cols)
-        found[entry["name"]] = dequantize(codes, scales.view(rows, -1), entry["group"])
+        found[entry["name"]] = dequantize(codes, scales, entry["group"])
     return manifest, found
 
 

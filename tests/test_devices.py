@@ -357,6 +357,12 @@ CPU_MEANT = {
     "figures/ch02_model.py:gradient_norms_by_layer": "a figure with its own CPU model",
     "figures/ch03_training.py:confidence_curve": "a figure",
     "figures/ch06_decoding.py:penalty_chart": "a figure",
+    # The browser's model (annotated/browser_model.py) is exported on the CPU, for JavaScript.
+    "browser_model.py:pack_bits": "export for the browser",
+    "browser_model.py:unpack_bits": "export for the browser",
+    "browser_model.py:quantize_compensated": "export for the browser",
+    "browser_model.py:calibration_pairs": "export for the browser",
+    "browser_model.py:_logits": "export for the browser",
     # Exercise checks: the student's function and the book's run side by side on CPU inputs.
     "exercises/ch01_attention.py:<module>": "exercise check",
     "exercises/ch01_attention.py:_cases_attention": "exercise check",

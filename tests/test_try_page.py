@@ -74,16 +74,24 @@ def test_packed_codes_read_back_the_same(bits):
     assert torch.equal(unpack_bits(packed, bits, codes.numel()).view_as(codes), codes.long())
 
 
-def test_rounding_errs_by_at_most_half_a_step_and_scales_are_float16():
-    """The float16 scale is rounded up, so that no weight is clipped."""
-    weight = torch.randn(8, 128) * torch.logspace(-3, 0, 8).unsqueeze(1)
+@pytest.mark.parametrize("seed", range(5))
+def test_rounding_errs_by_at_most_half_a_step_and_steps_are_stored_exactly(seed):
+    """The step is rounded up, so that no weight is clipped, and stays within 0.1% of the least
+    it could be even for small weights (float16 alone would store their steps as subnormals)."""
+    torch.manual_seed(seed)
+    weight = torch.randn(8, 128) * torch.logspace(-5, 0, 8).unsqueeze(1)
     for bits in (8, 10, 12):
+        levels = 2 ** (bits - 1) - 1
         codes, scales = quantize(weight, bits)
-        assert scales.dtype == torch.float16
-        step = scales.float().repeat_interleave(64, dim=1)
+        step = scales.repeat_interleave(64, dim=1)
         error = (dequantize(codes, scales) - weight).abs()
-        assert bool((error <= step * (0.5 + 1e-3)).all())  # half a step (and float32's rounding)
-        assert int(codes.abs().max()) <= 2 ** (bits - 1) - 1
+        assert bool((error <= step * (0.5 + 1e-6)).all())  # half a step (and float32's rounding)
+        assert int(codes.abs().max()) <= levels
+        least = weight.abs().view(8, 2, 64).amax(-1) / levels
+        assert bool((scales >= least).all()) and bool((scales <= least * 1.001).all())
+        shift = browser_model.scale_shift(weight, levels)
+        stored = scales.double() * 2.0**shift
+        assert torch.equal(stored.half().double(), stored)  # a float16 exactly, once shifted
 
 
 def test_compensated_rounding_errs_less_on_the_layers_output_than_plain_rounding():

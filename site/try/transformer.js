@@ -20,8 +20,8 @@
     return sign * (1 + fraction / 1024) * Math.pow(2, exponent - 15);
   }
 
-  // One tensor of the export: float32 as stored, or integers of `bits` bits times a float16
-  // scale per group of `group` along each row (annotated/browser_model.py, quantize/pack_bits).
+  // One tensor of the export: float32 as stored, or integers of `bits` bits times a scale per
+  // group of `group` along each row, a float16 times 2^-shift (annotated/browser_model.py).
   function readTensor(bytes, entry) {
     const count = entry.shape.reduce((a, b) => a * b, 1);
     const view = new DataView(bytes.buffer, bytes.byteOffset + entry.offset, entry.bytes);
@@ -32,7 +32,8 @@
     }
     const bits = entry.bits, group = entry.group, scales = count / group;
     const scale = new Float64Array(scales);
-    for (let g = 0; g < scales; g++) scale[g] = halfToFloat(view.getUint16(2 * g, true));
+    const unit = Math.pow(2, -entry.shift); // the matrix's power of two (browser_model.py)
+    for (let g = 0; g < scales; g++) scale[g] = halfToFloat(view.getUint16(2 * g, true)) * unit;
     const start = entry.offset + 2 * scales, end = entry.offset + entry.bytes;
     const stream = new Uint8Array(end - start + 3); // room to read three bytes past the last value
     stream.set(bytes.subarray(start, end));
