@@ -19,7 +19,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -199,6 +199,12 @@ bench-try: $(STAMP) browser  ## benchmark: the "Try the model" page in headless 
 
 bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
 	$(PY) benchmarks/bench_wmt.py
+
+# A teacher's grade sheet: FOLDER holds the class's filled-in student notebooks (a subfolder per
+# student, or one notebook per student); GRADE_ARGS="--timeout 300" gives each notebook more time.
+grade: $(STAMP)  ## run each student's exercise cells on their own and write a grade sheet (FOLDER=the class's notebooks): FOLDER/grades/grades.csv and .html
+	$(if $(filter command line environment,$(origin FOLDER)),,$(error say which folder holds the notebooks: make grade FOLDER=path))
+	$(PY) tools/grade.py $(FOLDER) $(GRADE_ARGS)
 
 student: $(STAMP)  ## write the student edition (solutions taken out, outputs cleared) into _build/student
 	$(PY) tools/student.py _build/student

@@ -45,7 +45,9 @@ Chapters 7 and 8 train; set `ANNOTATED_PROFILE=class` for every chapter (chapter
 class run, chapter 8's smoke run, chapter 9's recorded table), or `smoke` for a one-minute check.
 On a shared server, prepare one data folder for everyone (`python -m annotated.datasets FOLDER`)
 and set `ANNOTATED_DATA_DIR=FOLDER`; the course page ("One installation for a whole class") has
-the rest.
+the rest. To see who solved what, collect the filled-in notebooks into one folder (a subfolder
+per student) and run `make grade FOLDER=that-folder` in a clone of the book (the course page's
+"A grade sheet for the class").
 """
 
 

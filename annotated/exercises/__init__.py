@@ -4,8 +4,12 @@ Each chapter ends with exercises. An "implement" exercise is an `Exercise`: the 
 (the reference), a set of inputs (random ones and edge cases), and the **mistakes** students
 plausibly make, each written out as a small wrong function with a hint. `check` runs the student's
 function on every input and compares it with the reference. At the first difference it looks for
-the known mistake that gives exactly the student's output there, and names it; otherwise it says
-what differs (a shape, a value, a length). It never shows a traceback: an unfinished stub
+the known mistake that gives exactly the student's output there, and names it; otherwise it tries
+the general diagnoses of `annotated/exercises/diagnoses.py` (a transpose, a constant factor, a
+normalization over another dimension, a mask not applied, an off-by-one, a difference the size of
+epsilon or of float32's rounding...). Either way it says what differs (a device or a dtype first,
+then a shape, a value, a length), and two numbers are shown with as many digits as it takes to
+see that they differ. It never shows a traceback: an unfinished stub
 (`raise NotImplementedError`) is reported as not done yet, and any other exception in one line.
 `check` returns True or False and prints one line, so a notebook of exercises always runs to its
 end. `tests/test_exercises.py` holds wrong answers, written apart from the book's list of mistakes,
@@ -71,7 +75,7 @@ def check(exercise: Exercise, answer: Callable[..., Any]) -> bool:
         difference = compare(got, expected, exercise.atol)
         if difference is None:
             continue
-        hint = diagnose(exercise, args, kwargs, got)
+        hint = diagnose(exercise, args, kwargs, got, expected)
         print(
             f"✗ {exercise.name}: on input {number} ({describe(args, kwargs)}) {difference}."
             + (f" Likely: {hint}" if hint else "")
@@ -81,8 +85,11 @@ def check(exercise: Exercise, answer: Callable[..., Any]) -> bool:
     return True
 
 
-def diagnose(exercise: Exercise, args: tuple, kwargs: dict, got: Any) -> str | None:
-    """The hint of the first known mistake whose output equals the student's on this input."""
+def diagnose(
+    exercise: Exercise, args: tuple, kwargs: dict, got: Any, expected: Any = None
+) -> str | None:
+    """The hint of the first known mistake whose output equals the student's on this input; else
+    the first general diagnosis that explains it (annotated/exercises/diagnoses.py)."""
     for mistake in exercise.mistakes:
         try:
             wrong = mistake.function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
@@ -90,41 +97,56 @@ def diagnose(exercise: Exercise, args: tuple, kwargs: dict, got: Any) -> str | N
             continue
         if compare(got, wrong, exercise.atol) is None:
             return mistake.hint
-    return None
+    from annotated.exercises.diagnoses import general
+
+    if _device_or_dtype(got, expected):  # compare has said it, first: nothing to add
+        return None
+    return general(exercise.reference, args, kwargs, got, expected, exercise.atol)
+
+
+def _device_or_dtype(got: Any, expected: Any) -> bool:
+    return (
+        isinstance(got, Tensor)
+        and isinstance(expected, Tensor)
+        and (got.device != expected.device or got.dtype != expected.dtype)
+    )
+
+
+def numbers(mine: float, book: float) -> str:
+    """ "you have X, the book Y", with as many digits as it takes to see they differ, and by how
+    much when they look alike."""
+    for digits in range(4, 18):
+        a, b = f"{mine:.{digits}g}", f"{book:.{digits}g}"
+        if a != b:
+            break
+    text = f"you have {a}, the book {b}"
+    if digits > 4:
+        text += f" (a difference of {abs(mine - book):.1e})"
+    return text
 
 
 def compare(got: Any, expected: Any, atol: float) -> str | None:
-    """None if `got` equals `expected` (tensors and floats to within atol), else what differs."""
+    """None if `got` equals `expected` (tensors and floats to within atol), else what differs; a
+    tensor's device or dtype first, when it differs."""
     if isinstance(expected, Tensor):
         if not isinstance(got, Tensor):
             return f"you returned a {type(got).__name__}, the book returns a tensor"
-        if tuple(got.shape) != tuple(expected.shape):
-            return f"your output has shape {tuple(got.shape)}, the book's {tuple(expected.shape)}"
-        if expected.dtype == torch.bool or not expected.is_floating_point():
-            if got.dtype != expected.dtype and expected.dtype == torch.bool:
-                return f"your output is {got.dtype}, the book's is torch.bool"
-            wrong = (got != expected).nonzero()
-            if len(wrong):
-                index = tuple(wrong[0].tolist())
-                return f"at index {index} you have {got[index].item()}, the book {expected[index].item()}"
-            return None
-        got64, expected64 = got.detach().double(), expected.detach().double()
-        if torch.isnan(got64).any() and not torch.isnan(expected64).any():
-            return "your output has NaN where the book's has numbers"
-        scale = max(1.0, expected64.abs().max().item()) if expected64.numel() else 1.0
-        gap = (got64 - expected64).abs().nan_to_num(nan=math.inf)
-        if gap.numel() and gap.max().item() > atol * scale:
-            index = tuple(int(i) for i in (gap == gap.max()).nonzero()[0].tolist())
+        if got.device != expected.device:
             return (
-                f"at index {index} you have {got64[index].item():.4g}, "
-                f"the book {expected64[index].item():.4g}"
+                f"your output is on {got.device}, the book's on {expected.device}: make it where "
+                "the inputs are (torch.zeros(..., device=x.device), or no .to())"
             )
-        return None
+        difference = _tensor_difference(got, expected, atol)
+        if difference is not None and got.dtype != expected.dtype:
+            mine, book = (str(t.dtype).replace("torch.", "") for t in (got, expected))
+            lead = f"your output is {mine}, the book's {book}"
+            return lead if difference.startswith("your output is") else f"{lead} ({difference})"
+        return difference
     if isinstance(expected, float) or isinstance(got, float):
         if not isinstance(got, int | float) or isinstance(got, bool):
             return f"you returned a {type(got).__name__}, the book returns a number"
         if not math.isclose(got, expected, rel_tol=atol, abs_tol=atol):
-            return f"you have {got:.6g}, the book {expected:.6g}"
+            return numbers(got, expected)
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):
@@ -148,6 +170,31 @@ def compare(got: Any, expected: Any, atol: float) -> str | None:
         return None
     if got != expected:
         return f"you have {got!r}, the book {expected!r}"
+    return None
+
+
+def _tensor_difference(got: Tensor, expected: Tensor, atol: float) -> str | None:
+    """What differs between two tensors on one device: the shape, then the largest gap."""
+    if tuple(got.shape) != tuple(expected.shape):
+        return f"your output has shape {tuple(got.shape)}, the book's {tuple(expected.shape)}"
+    if expected.dtype == torch.bool or not expected.is_floating_point():
+        if got.dtype != expected.dtype and expected.dtype == torch.bool:
+            return "your output is not a bool tensor: make it one (.bool(), or a comparison)"
+        wrong = (got != expected).nonzero()
+        if len(wrong):
+            index = tuple(wrong[0].tolist())
+            return (
+                f"at index {index} you have {got[index].item()}, the book {expected[index].item()}"
+            )
+        return None
+    got64, expected64 = got.detach().double(), expected.detach().double()
+    if torch.isnan(got64).any() and not torch.isnan(expected64).any():
+        return "your output has NaN where the book's has numbers"
+    scale = max(1.0, expected64.abs().max().item()) if expected64.numel() else 1.0
+    gap = (got64 - expected64).abs().nan_to_num(nan=math.inf)
+    if gap.numel() and gap.max().item() > atol * scale:
+        index = tuple(int(i) for i in (gap == gap.max()).nonzero()[0].tolist())
+        return f"at index {index} " + numbers(got64[index].item(), expected64[index].item())
     return None
 
 

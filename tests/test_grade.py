@@ -1,0 +1,127 @@
+"""`make grade` (tools/grade.py) on a class of five made here from chapter 1's student edition: one
+solved everything, one nothing, one got both exercises wrong, one's cell raises, one's answer
+never returns. The sheet must say exactly that, and the whole class must be graded within the
+time limit of the hanging notebook and a little more."""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import book  # noqa: E402
+import grade  # noqa: E402
+import student  # noqa: E402
+
+TIMEOUT = 30
+
+
+def chapter_1(solved: bool) -> nbformat.NotebookNode:
+    notebook = book.read_chapter(ROOT / "annotated" / "ch01_attention.py")
+    if not solved:
+        student.strip_solutions(notebook)
+    return notebook
+
+
+def replaced(notebook, function: str, body: str) -> nbformat.NotebookNode:
+    """The notebook with the solution of `def function` replaced by `body` (indented code)."""
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and f"def {function}(" in cell.source:
+            start = cell.source.index("### BEGIN SOLUTION")
+            end = cell.source.index("### END SOLUTION") + len("### END SOLUTION")
+            cell.source = cell.source[:start] + body.strip() + cell.source[end:]
+            return notebook
+    raise AssertionError(f"chapter 1 has no cell defining {function}")
+
+
+def with_line_before_check(notebook, exercise: str, line: str) -> nbformat.NotebookNode:
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and f"check({exercise}," in cell.source:
+            cell.source = cell.source.replace(f"check({exercise},", f"{line}\ncheck({exercise},")
+            return notebook
+    raise AssertionError(exercise)
+
+
+@pytest.fixture(scope="module")
+def class_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("class")
+    no_sqrt = (
+        "scores = query @ key.transpose(-2, -1)\n    if mask is not None:\n"
+        "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+        "    return scores.softmax(dim=-1) @ value"
+    )
+    notebooks = {
+        "ada": chapter_1(solved=True),
+        "ben": chapter_1(solved=False),
+        "cleo": replaced(
+            replaced(chapter_1(True), "my_attention", no_sqrt),
+            "my_subsequent_mask",
+            "return torch.ones(1, size, size, dtype=torch.bool).triu()",
+        ),
+        "dev": with_line_before_check(chapter_1(True), "exercise_1_2", "1 / 0"),
+        "eve": replaced(chapter_1(True), "my_subsequent_mask", "while True:\n        pass"),
+    }
+    (folder / "dev").mkdir()  # a student's subfolder, as a shared folder would have it
+    for name, notebook in notebooks.items():
+        path = (
+            folder / "dev" / "ch01_attention.ipynb" if name == "dev" else folder / f"{name}.ipynb"
+        )
+        nbformat.write(notebook, path)
+    return folder
+
+
+@pytest.mark.slow
+def test_the_sheet_says_who_solved_what(class_folder):
+    started = time.perf_counter()
+    sheet = grade.grade(class_folder, timeout=TIMEOUT, log=lambda line: None)
+    seconds = time.perf_counter() - started
+    status = {s: {e: r.status for e, r in row.items()} for s, row in sheet.items()}
+    assert status == {
+        "ada": {"1.2": "pass", "1.3": "pass"},
+        "ben": {"1.2": "not done", "1.3": "not done"},
+        "cleo": {"1.2": "fail", "1.3": "fail"},
+        "dev": {"1.2": "error", "1.3": "pass"},
+        "eve": {"1.2": "pass", "1.3": "timed out"},
+    }
+    assert "not divided by sqrt(d_k)" in sheet["cleo"]["1.2"].line  # the check's own line
+    assert sheet["cleo"]["1.3"].line.startswith("✗ exercise 1.3")
+    assert "ZeroDivisionError" in sheet["dev"]["1.2"].line
+    assert seconds < TIMEOUT + 4 * 20, f"grading took {seconds:.0f} s"
+
+    csv_path, html_path = grade.write_sheet(sheet, class_folder / "grades")
+    rows = list(csv.reader(csv_path.open(encoding="utf-8")))
+    assert rows[0] == ["student", "1.2", "1.3", "passed"]
+    table = {row[0]: row[1:] for row in rows[1:]}
+    assert table["ada"] == ["pass", "pass", "2"]
+    assert table["ben"][0].startswith("not done: … exercise 1.2") and table["ben"][2] == "0"
+    assert table["eve"][1].startswith("timed out") and table["eve"][2] == "1"
+    page = html_path.read_text(encoding="utf-8")
+    assert page.count("<tr>") == 6 and "timed-out" in page and "not divided by sqrt(d_k)" in page
+
+
+def test_a_folder_without_notebooks_is_refused_with_what_to_do(tmp_path, capsys):
+    assert grade.main([str(tmp_path)]) == 2
+    assert "subfolder named after them" in capsys.readouterr().err
+
+
+def test_the_network_is_refused_inside_a_students_cells(tmp_path):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("## Exercises"),
+        nbformat.v4.new_code_cell(
+            "import urllib.request\n"
+            "try:\n    urllib.request.urlopen('http://example.com', timeout=5)\n"
+            "    print('✓ exercise 1.2 reached the network')\n"
+            "except OSError as error:\n    print('✗ exercise 1.2 refused:', error)\n"
+            "# check(exercise_1_2, x)"
+        ),
+    ]
+    nbformat.write(notebook, tmp_path / "net.ipynb")
+    result = grade.grade_notebook(tmp_path / "net.ipynb", timeout=30)
+    assert result["1.2"].status == "fail" and "without the network" in result["1.2"].line
