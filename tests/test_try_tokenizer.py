@@ -19,6 +19,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from test_site import browser  # noqa: F401 (a fixture)
 
 from annotated.ch05_text import tokenize
 from annotated.datasets import DATA_DIR_ENV
@@ -26,8 +27,6 @@ from annotated.spacy_rules import RegexConversionError, to_javascript, tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "site" / "try" / "tokenizer.js"
-CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu"]
 LANGUAGES = ("de", "en")
 MULTI30K = {"test_2016_flickr": None, "val": None, "train": 5000}  # split -> how many (None: all)
 
@@ -95,26 +94,12 @@ HARD = [
 
 
 @pytest.fixture(scope="module")
-def page():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(
-            f"no Chromium at {CHROMIUM}: the browser tests need Debian's chromium package, which "
-            "`make browser` (run by `make test`) installs with apt-get when it runs as root; "
-            "or point ANNOTATED_CHROMIUM at a Chromium binary"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: run `make setup` (the docs extra)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
-        )
-        tab = chromium.new_page()
-        tab.set_content("<html><body></body></html>")
-        tab.add_script_tag(path=str(SCRIPT))
-        yield tab
-        chromium.close()
+def page(browser):  # noqa: F811 (test_site's fixture: skips with its reason without Chromium)
+    tab = browser.new_page()
+    tab.set_content("<html><body></body></html>")
+    tab.add_script_tag(path=str(SCRIPT))
+    yield tab
+    tab.close()
 
 
 @pytest.fixture(scope="module")

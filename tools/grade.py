@@ -132,7 +132,8 @@ def results_from(out: str, checked: dict[int, list[str]], timed_out: bool, timeo
         results.setdefault(match["id"], Result(RESULT[match["mark"]], match[0].strip()))
     for number, ids in checked.items():
         marker = CELL_ERROR.format(number)
-        raised = [line[len(marker) :] for line in out.splitlines() if line.startswith(marker)]
+        # split("\n"), not splitlines(): that also splits at the marker's \x1e
+        raised = [line[len(marker) :] for line in out.split("\n") if line.startswith(marker)]
         for exercise in ids:
             if exercise in results:
                 continue
