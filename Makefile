@@ -19,7 +19,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data grade clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data grade sandbox bench-grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -134,7 +134,7 @@ SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
 ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-test: $(STAMP) browser  ## every check, in two lanes at once: the unit tests and nbval on the chapters that train; the site, PDF and package as a reader gets them, and nbval on the other chapters under other kernels
+test: $(STAMP) browser sandbox  ## every check, in two lanes at once: the unit tests and nbval on the chapters that train; the site, PDF and package as a reader gets them, and nbval on the other chapters under other kernels
 	env $(ONE_THREAD) $(MAKE) --no-print-directory $(LANES) test-python test-reader
 
 test-python: $(STAMP)  ## one lane of make test: the unit and student tests, then nbval on the chapters that train on data (5, 7 to 9)
@@ -201,10 +201,27 @@ bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, paramet
 	$(PY) benchmarks/bench_wmt.py
 
 # A teacher's grade sheet: FOLDER holds the class's filled-in student notebooks (a subfolder per
-# student, or one notebook per student); GRADE_ARGS="--timeout 300" gives each notebook more time.
-grade: $(STAMP)  ## run each student's exercise cells on their own and write a grade sheet (FOLDER=the class's notebooks): FOLDER/grades/grades.csv and .html
+# student, or one notebook per student); GRADE_ARGS="--timeout 300" gives each notebook more time
+# (see tools/grade.py for --call-timeout, --memory and --no-sandbox).
+grade: $(STAMP) sandbox  ## run each student's exercise cells in a sandbox, judge their functions, and write a grade sheet (FOLDER=the class's notebooks): FOLDER/grades/grades.csv and .html
 	$(if $(filter command line environment,$(origin FOLDER)),,$(error say which folder holds the notebooks: make grade FOLDER=path))
 	$(PY) tools/grade.py $(FOLDER) $(GRADE_ARGS)
+
+# Installs Debian's bubblewrap (make grade's sandbox) with apt-get when it is missing and this runs
+# as root; otherwise it says nothing, and tools/grade.py refuses to grade with one line saying why.
+sandbox:  ## install Debian's bubblewrap, the sandbox make grade runs each student's code in
+	@if command -v bwrap >/dev/null 2>&1; then \
+	  true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	      --no-install-recommends bubblewrap; } >/dev/null \
+	  || echo "sandbox: apt-get could not install bubblewrap"; \
+	fi
+
+# Times make grade on a class of 30 (chapters 1 and 3 each): without the sandbox and with it, and
+# (BENCH_ARGS="--against ../start") an earlier checkout's grader. Run it alone.
+bench-grade: $(STAMP) sandbox  ## benchmark: grading a class of 30 with and without the sandbox; writes benchmarks/results/grade.json
+	$(PY) benchmarks/bench_grade.py $(BENCH_ARGS)
 
 student: $(STAMP)  ## write the student edition (solutions taken out, outputs cleared) into _build/student
 	$(PY) tools/student.py _build/student

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from annotated.ch05_text import SPECIALS
-from annotated.exercises import Exercise, check
+from annotated.exercises import Exercise, Returned, TimedOut, check, fresh_cases, judge, run_answer
 from annotated.exercises.ch01_attention import exercise_1_2, exercise_1_3
 from annotated.exercises.ch02_model import exercise_2_2, exercise_2_3
 from annotated.exercises.ch03_training import exercise_3_2, exercise_3_3
@@ -47,6 +47,39 @@ def test_every_known_mistake_is_rejected_with_its_own_hint(exercise, capsys):
     for mistake in exercise.mistakes:
         passed, out = verdict(exercise, mistake.function, capsys)
         assert not passed and mistake.hint in out, (mistake.hint, out)
+
+
+def _key(value) -> str:
+    """A value's text, to tell inputs apart (tensors by their numbers)."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor{tuple(value.shape)}{value.tolist()}"
+    if isinstance(value, list | tuple | dict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        return "[" + ",".join(f"{k}:{_key(v)}" for k, v in items) + "]"
+    return repr(value)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name.split(" (")[0])
+def test_make_grades_fresh_inputs_change_with_the_seed_and_the_books_answer_passes_them(exercise):
+    """`make grade` adds inputs drawn afresh for each grading: new ones each time (so a table of
+    answers to the fixed inputs cannot pass), and inputs the book's own answer takes."""
+    fixed = {_key(case) for case in exercise.cases()}
+    draws = [fresh_cases(exercise, torch.Generator().manual_seed(seed)) for seed in (1, 2)]
+    assert len(draws[0]) >= 2 and {_key(c) for c in draws[0]} != {_key(c) for c in draws[1]}
+    assert not {_key(c) for c in draws[0]} <= fixed, "the fresh inputs are the fixed ones"
+    for cases in draws:
+        outcomes = [run_answer(exercise.reference, args, kwargs) for args, kwargs in cases]
+        assert all(isinstance(o, Returned) for o in outcomes), outcomes
+        assert judge(exercise, cases, outcomes)[0] == "pass"
+
+
+def test_judge_names_a_timeout_and_refuses_missing_outcomes():
+    cases = exercise_1_3.cases()
+    status, line = judge(exercise_1_3, cases, [TimedOut(5.0)])
+    assert status == "timed out" and "did not return within 5 s on input 1" in line
+    outcomes = [run_answer(exercise_1_3.reference, *cases[0])]  # one value for several inputs
+    with pytest.raises(ValueError, match="outcomes for"):
+        judge(exercise_1_3, cases, outcomes)
 
 
 def test_a_stub_is_not_done_yet_and_a_crash_is_one_line(capsys):

@@ -1,7 +1,8 @@
 """`make grade` (tools/grade.py) on a class of five made here from chapter 1's student edition: one
 solved everything, one nothing, one got both exercises wrong, one's cell raises, one's answer
-never returns. The sheet must say exactly that, and the whole class must be graded within the
-time limit of the hanging notebook and a little more."""
+never returns. The sheet must say exactly that (the same lines as the notebook's own checks), and
+the whole class must be graded within the time limit of the hanging call and a little more.
+tests/test_grade_attacks.py holds what dishonest students try."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import book  # noqa: E402
 import grade  # noqa: E402
 import student  # noqa: E402
 
-TIMEOUT = 30
+TIMEOUT = 60
+CALL_TIMEOUT = 5
 
 
 def chapter_1(solved: bool) -> nbformat.NotebookNode:
@@ -79,7 +81,8 @@ def class_folder(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_the_sheet_says_who_solved_what(class_folder):
     started = time.perf_counter()
-    sheet = grade.grade(class_folder, timeout=TIMEOUT, log=lambda line: None)
+    limits = grade.Limits(timeout=TIMEOUT, call_timeout=CALL_TIMEOUT)
+    sheet = grade.grade(class_folder, limits, log=lambda line: None)
     seconds = time.perf_counter() - started
     status = {s: {e: r.status for e, r in row.items()} for s, row in sheet.items()}
     assert status == {
@@ -92,7 +95,8 @@ def test_the_sheet_says_who_solved_what(class_folder):
     assert "not divided by sqrt(d_k)" in sheet["cleo"]["1.2"].line  # the check's own line
     assert sheet["cleo"]["1.3"].line.startswith("✗ exercise 1.3")
     assert "ZeroDivisionError" in sheet["dev"]["1.2"].line
-    assert seconds < TIMEOUT + 4 * 20, f"grading took {seconds:.0f} s"
+    assert "did not return within 5 s" in sheet["eve"]["1.3"].line
+    assert seconds < CALL_TIMEOUT + 5 * 20, f"grading took {seconds:.0f} s"
 
     csv_path, html_path = grade.write_sheet(sheet, class_folder / "grades")
     rows = list(csv.reader(csv_path.open(encoding="utf-8")))
@@ -108,20 +112,3 @@ def test_the_sheet_says_who_solved_what(class_folder):
 def test_a_folder_without_notebooks_is_refused_with_what_to_do(tmp_path, capsys):
     assert grade.main([str(tmp_path)]) == 2
     assert "subfolder named after them" in capsys.readouterr().err
-
-
-def test_the_network_is_refused_inside_a_students_cells(tmp_path):
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [
-        nbformat.v4.new_markdown_cell("## Exercises"),
-        nbformat.v4.new_code_cell(
-            "import urllib.request\n"
-            "try:\n    urllib.request.urlopen('http://example.com', timeout=5)\n"
-            "    print('✓ exercise 1.2 reached the network')\n"
-            "except OSError as error:\n    print('✗ exercise 1.2 refused:', error)\n"
-            "# check(exercise_1_2, x)"
-        ),
-    ]
-    nbformat.write(notebook, tmp_path / "net.ipynb")
-    result = grade.grade_notebook(tmp_path / "net.ipynb", timeout=30)
-    assert result["1.2"].status == "fail" and "without the network" in result["1.2"].line

@@ -52,37 +52,120 @@ class Exercise:
     cases: Callable[[], list[Case]]  # built afresh for each check (random, seeded, and edge cases)
     mistakes: Sequence[Mistake] = field(default_factory=tuple)
     atol: float = 1e-6  # tensors and floats must agree to this (relative to their size)
+    # `make grade`'s extra inputs, drawn afresh from a generator at every grading; None: the cases
+    # with their floating-point tensors redrawn (fresh_cases)
+    fresh: Callable[[torch.Generator], list[Case]] | None = None
 
 
 def check(exercise: Exercise, answer: Callable[..., Any]) -> bool:
     """Run `answer` on the exercise's inputs against the book's function; print one line, say if right."""
     cases = exercise.cases()
-    for number, (args, kwargs) in enumerate(cases, start=1):
-        expected = exercise.reference(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        try:
-            got = answer(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        except NotImplementedError:
-            print(
+    outcomes = []
+    for args, kwargs in cases:
+        outcomes.append(run_answer(answer, args, kwargs))
+        if not isinstance(outcomes[-1], Returned):
+            break
+    status, line = judge(exercise, cases, outcomes)
+    print(line)
+    return status == "pass"
+
+
+@dataclass(frozen=True)
+class Returned:
+    """What an answer returned on one input."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An answer that raised on one input: the exception's type name and message (NotImplementedError
+    is an unfinished stub: not done yet)."""
+
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """An answer stopped after its time limit on one input (only `make grade` sets one)."""
+
+    seconds: float
+
+
+Outcome = Returned | Raised | TimedOut
+
+
+def run_answer(answer: Callable[..., Any], args: tuple, kwargs: dict) -> Outcome:
+    """`answer` on copies of one input: what it returned or how it raised."""
+    try:
+        return Returned(answer(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+    except Exception as error:  # a student's bug: one line, not a traceback wall
+        return Raised(type(error).__name__, str(error))
+
+
+def judge(
+    exercise: Exercise, cases: Sequence[Case], outcomes: Sequence[Outcome]
+) -> tuple[str, str]:
+    """The verdict on an answer's outcomes, one per case in order (they may stop at the first that
+    is not a returned value): ("pass" | "fail" | "not done" | "timed out", the line to show).
+    `check` prints the line; `make grade` (tools/grade.py) judges outcomes that a student's
+    sandboxed process sent back, on the grader's side."""
+    for number, ((args, kwargs), outcome) in enumerate(zip(cases, outcomes, strict=False), start=1):
+        where = f"input {number} ({describe(args, kwargs)})"
+        if isinstance(outcome, Raised) and outcome.kind == "NotImplementedError":
+            return "not done", (
                 f"… {exercise.name}: not done yet. Replace `raise NotImplementedError` with your code."
             )
-            return False
-        except Exception as error:  # a student's bug: one line, not a traceback wall
-            print(
-                f"✗ {exercise.name}: your function raised {type(error).__name__} on input {number} "
-                f"({describe(args, kwargs)}): {error}"
+        if isinstance(outcome, Raised):
+            return "fail", (
+                f"✗ {exercise.name}: your function raised {outcome.kind} on {where}: "
+                f"{outcome.message}"
             )
-            return False
-        difference = compare(got, expected, exercise.atol)
+        if isinstance(outcome, TimedOut):
+            return "timed out", (
+                f"✗ {exercise.name}: your function did not return within {outcome.seconds:g} s "
+                f"on {where}."
+            )
+        expected = exercise.reference(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        difference = compare(outcome.value, expected, exercise.atol)
         if difference is None:
             continue
-        hint = diagnose(exercise, args, kwargs, got, expected)
-        print(
-            f"✗ {exercise.name}: on input {number} ({describe(args, kwargs)}) {difference}."
-            + (f" Likely: {hint}" if hint else "")
+        hint = diagnose(exercise, args, kwargs, outcome.value, expected)
+        return "fail", (
+            f"✗ {exercise.name}: on {where} {difference}." + (f" Likely: {hint}" if hint else "")
         )
-        return False
-    print(f"✓ {exercise.name}: your function agrees with the book's on all {len(cases)} inputs.")
-    return True
+    if len(outcomes) < len(cases):
+        raise ValueError(f"{len(outcomes)} outcomes for {len(cases)} cases, all returned values")
+    return "pass", (
+        f"✓ {exercise.name}: your function agrees with the book's on all {len(cases)} inputs."
+    )
+
+
+def draw(generator: torch.Generator, low: int, high: int) -> int:
+    """An integer in [low, high], from `generator` (for the exercises' fresh draws)."""
+    return int(torch.randint(low, high + 1, (), generator=generator))
+
+
+def fresh_cases(exercise: Exercise, generator: torch.Generator) -> list[Case]:
+    """Inputs drawn afresh from `generator`, for `make grade`: the exercise's own `fresh` draw, or
+    its cases with every floating-point tensor redrawn at the same shape, dtype and spread (masks,
+    ids and sizes kept). A table of answers prepared for the fixed cases cannot pass them."""
+    if exercise.fresh is not None:
+        return exercise.fresh(generator)
+
+    def redraw(value: Any) -> Any:
+        if isinstance(value, Tensor) and value.is_floating_point():
+            spread = value.double().std().item() if value.numel() > 1 else 1.0
+            noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
+            return (noise * (spread if spread > 0 else 1.0)).to(value.dtype)
+        if isinstance(value, dict):
+            return {key: redraw(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(redraw(item) for item in value)
+        return value
+
+    return [(redraw(args), redraw(kwargs)) for args, kwargs in exercise.cases()]
 
 
 def diagnose(

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from annotated.ch01_attention import attention, subsequent_mask
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 
 def _cases_attention() -> list:
@@ -94,4 +94,5 @@ exercise_1_3 = Exercise(
             lambda size: torch.ones(size, size, dtype=torch.bool).tril(),
         ),
     ),
+    fresh=lambda generator: [((draw(generator, 3, 24),), {}) for _ in range(3)],
 )

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from annotated.ch02_model import sinusoidal_table
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 
 def _cases_layer_norm() -> list:
@@ -94,4 +94,7 @@ exercise_2_3 = Exercise(
         ),
     ),
     atol=1e-9,
+    fresh=lambda generator: [
+        ((draw(generator, 2, 60), 2 * draw(generator, 2, 40)), {}) for _ in range(3)
+    ],
 )

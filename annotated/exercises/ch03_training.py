@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from annotated.ch03_training import rate, smoothed_targets
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 exercise_3_2 = Exercise(
     "exercise 3.2 (equation 3)",
@@ -44,6 +44,10 @@ exercise_3_2 = Exercise(
         ),
     ),
     atol=1e-12,
+    fresh=lambda generator: [
+        ((draw(generator, 1, 20_000), 2 ** draw(generator, 5, 10), draw(generator, 10, 8000)), {})
+        for _ in range(4)
+    ],
 )
 
 
@@ -55,6 +59,18 @@ def _cases_smoothing() -> list:
         ((random_ids, 9, 1, 0.2), {}),
         ((torch.tensor([2, 2]), 4, 3, 0.0), {}),
     ]
+
+
+def _fresh_smoothing(generator: torch.Generator) -> list:
+    """Random targets (some of them the padding id) in random vocabularies."""
+    cases = []
+    for _ in range(3):
+        vocab = draw(generator, 4, 12)
+        target = torch.randint(0, vocab, (draw(generator, 2, 10),), generator=generator)
+        cases.append(
+            ((target, vocab, draw(generator, 0, vocab - 1), draw(generator, 0, 4) / 10), {})
+        )
+    return cases
 
 
 def _smoothing_with(
@@ -94,4 +110,5 @@ exercise_3_3 = Exercise(
             lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_rows=False),
         ),
     ),
+    fresh=_fresh_smoothing,
 )

@@ -6,7 +6,7 @@ import torch
 
 from annotated.ch03_training import SpecialTokens
 from annotated.ch04_copy_task import until_eos
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 
 def _cases_until_eos() -> list:
@@ -16,6 +16,13 @@ def _cases_until_eos() -> list:
         ((torch.tensor([[2, 5, 5], [0, 4, 2]]), specials), {}),
         ((torch.tensor([[9, 0, 9, 2, 9]]), specials), {}),
     ]
+
+
+def _fresh_until_eos(generator: torch.Generator) -> list:
+    """Random rows of ids from 0 to 5 (the specials 0, 1, 2 among them), some without </s>."""
+    specials = SpecialTokens(pad=0, bos=1, eos=2)
+    shapes = [(draw(generator, 1, 5), draw(generator, 1, 8)) for _ in range(3)]
+    return [((torch.randint(0, 6, shape, generator=generator), specials), {}) for shape in shapes]
 
 
 def _until_with(ids, specials, keep_eos=False, last_eos=False, keep_pad=False):
@@ -52,4 +59,5 @@ exercise_4_2 = Exercise(
             lambda ids, s: _until_with(ids, s, keep_pad=True),
         ),
     ),
+    fresh=_fresh_until_eos,
 )

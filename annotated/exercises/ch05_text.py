@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import torch
+
 from annotated.ch05_text import SPECIALS, Vocab, padding_fraction
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 
 def _cases_vocabulary() -> list:
@@ -21,6 +23,30 @@ def _cases_vocabulary() -> list:
         (([s.split() for s in tied], 1), {}),
         (([s.split() for s in text], 5), {}),
     ]
+
+
+def _fresh_vocabulary(generator: torch.Generator) -> list:
+    """Random sentences over a random small word list (ties and rare words likely)."""
+    words = [f"w{draw(generator, 0, 99)}" for _ in range(8)]
+    sentences = [
+        [words[draw(generator, 0, 7)] for _ in range(draw(generator, 1, 6))] for _ in range(5)
+    ]
+    return [((sentences, draw(generator, 1, 3)), {}) for _ in range(2)]
+
+
+def _fresh_padding(generator: torch.Generator) -> list:
+    """Random sentence lengths, cut into random consecutive batches."""
+    cases = []
+    for _ in range(3):
+        count = draw(generator, 1, 8)
+        pairs = [([5] * draw(generator, 1, 9), [6] * draw(generator, 1, 9)) for _ in range(count)]
+        batches, start = [], 0
+        while start < count:
+            end = min(count, start + draw(generator, 1, 3))
+            batches.append(list(range(start, end)))
+            start = end
+        cases.append(((pairs, batches), {}))
+    return cases
 
 
 def _vocabulary_with(sentences, min_freq, strictly_more=False, ties="alphabetical", specials=True):
@@ -59,6 +85,7 @@ exercise_5_2 = Exercise(
             lambda s, m: _vocabulary_with(s, m, specials=False),
         ),
     ),
+    fresh=_fresh_vocabulary,
 )
 
 
@@ -99,4 +126,5 @@ exercise_5_3 = Exercise(
             lambda p, b: _padding_with(p, b, sides=("src",)),
         ),
     ),
+    fresh=_fresh_padding,
 )

@@ -12,7 +12,7 @@ import sacrebleu
 import torch
 
 from annotated.ch06_decoding import length_penalty
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 
 def _ngram_matches_with(hypothesis, reference, n, clip=True, total_from_reference=False):
@@ -20,6 +20,16 @@ def _ngram_matches_with(hypothesis, reference, n, clip=True, total_from_referenc
     mine, theirs = grams(hypothesis), grams(reference)
     matches = sum(min(c, theirs[g]) if clip else (c if g in theirs else 0) for g, c in mine.items())
     return matches, sum((theirs if total_from_reference else mine).values())
+
+
+def _fresh_sentences(generator: torch.Generator) -> list:
+    """A random hypothesis and reference over six words (repeats likely), n from 1 to 3."""
+    words = ("a", "dog", "the", "park", "runs", "in")
+
+    def sentence() -> list[str]:
+        return [words[draw(generator, 0, 5)] for _ in range(draw(generator, 1, 9))]
+
+    return [((sentence(), sentence(), draw(generator, 1, 3)), {}) for _ in range(3)]
 
 
 def _sacrebleu_ngram_matches(hypothesis, reference, n):
@@ -51,6 +61,9 @@ exercise_6_2 = Exercise(
         ),
     ),
     atol=1e-6,
+    fresh=lambda generator: [
+        ((draw(generator, 1, 60), draw(generator, 1, 30) / 10), {}) for _ in range(3)
+    ],
 )
 
 exercise_6_3 = Exercise(
@@ -82,4 +95,5 @@ exercise_6_3 = Exercise(
             lambda h, r, n: _ngram_matches_with(h, r, n, total_from_reference=True),
         ),
     ),
+    fresh=_fresh_sentences,
 )

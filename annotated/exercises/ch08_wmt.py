@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from annotated.ch08_wmt import WMTConfig
-from annotated.exercises import Exercise, Mistake
+from annotated.exercises import Exercise, Mistake, draw
 
 exercise_8_2 = Exercise(
     "exercise 8.2 (micro-batches per step)",
@@ -37,4 +37,8 @@ exercise_8_2 = Exercise(
             lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
         ),
     ),
+    fresh=lambda generator: [
+        ((500 * draw(generator, 2, 60), 500 * draw(generator, 2, 10), draw(generator, 1, 8)), {})
+        for _ in range(4)
+    ],
 )
