@@ -1,5 +1,6 @@
 """What several test files share: the Multi30k corpus, loaded once, a mark for the tests that
-need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists),
+need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists, or
+failed where $ANNOTATED_REQUIRE_ALL says every data set must be there: tests/needs.py),
 another process that holds a folder's lock (`held_elsewhere`), and the book's wheel and sdist,
 built once (`dist`)."""
 
@@ -10,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from needs import missing
 
 from annotated.ch05_text import load_multi30k
 from annotated.datasets import DATA_DIR_ENV, available_offline
@@ -18,18 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "multi30k: needs a local Multi30k copy (else skipped)")
-
-
-def pytest_collection_modifyitems(config, items):
-    if available_offline("multi30k", "train.de.gz"):
-        return
-    skip = pytest.mark.skip(
-        reason=f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)"
+    config.addinivalue_line(
+        "markers", "multi30k: needs a local Multi30k copy (else skipped: tests/needs.py)"
     )
-    for item in items:
-        if item.get_closest_marker("multi30k") is not None:
-            item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("multi30k") is None:
+        return
+    if not available_offline("multi30k", "train.de.gz"):
+        missing(f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)")
 
 
 @pytest.fixture(scope="session")

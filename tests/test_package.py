@@ -19,7 +19,8 @@ the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does
   (skipped without it).
 
 Everything here needs the package registry pip is configured with (the book's dependencies):
-where it cannot be reached, the tests are skipped with that reason. pip's own cache is shared
+where it cannot be reached, the tests are skipped with that reason (or fail, where
+$ANNOTATED_REQUIRE_ALL asks for every registry and data set: tests/needs.py). pip's own cache is shared
 with this machine's, so a second run downloads little.
 """
 
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from needs import missing
 
 from annotated.datasets import WMT14_SPLITS, WMT14_TOY_PAIRS
 
@@ -226,7 +228,7 @@ def _colab_like(venv: Path) -> Path:
 def reader(tmp_path_factory, dist) -> Reader:
     scratch = tmp_path_factory.mktemp("package")
     if reason := _unreachable(scratch / "probe"):
-        pytest.skip(reason)
+        missing(reason)
     python = _colab_like(scratch / "venv")
     # The notebooks' kernel, "python3", is this environment's python (JUPYTER_PATH comes first).
     spec = scratch / "jupyter" / "kernels" / "python3"
@@ -361,7 +363,7 @@ def test_the_installed_book_reads_chapter_8s_sample_from_its_own_files(reader, t
 
 def test_chapter_7_downloaded_runs_its_smoke_profile_to_its_end(reader, tmp_path):
     if not os.environ.get("ANNOTATED_DATA_DIR"):
-        pytest.skip(
+        missing(
             "chapter 7 reads Multi30k from a local folder here: set ANNOTATED_DATA_DIR "
             "(CI points it at ../shared/data)"
         )

@@ -13,7 +13,8 @@ typeset every equation, log no console error, and load nothing but the site's ow
 tests/test_site_layout.py reads every page again at a desktop's and a phone's width, in light and
 dark mode, and measures how it lies on the screen (it takes the screenshots, in
 `_build/screenshots/`). Without Chromium (Debian's `chromium` package, which `make browser`
-installs) the browser tests are skipped with a message saying so.
+installs) the browser tests are skipped with a message saying so (failed, where
+$ANNOTATED_REQUIRE_ALL asks for every tool: tests/needs.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from needs import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
@@ -159,7 +161,7 @@ def server(site):
 @pytest.fixture(scope="module")
 def browser():
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(
+        missing(
             f"no Chromium at {CHROMIUM}: the browser tests need Debian's chromium package, which "
             "`make browser` (run by `make test`) installs with apt-get when it runs as root; "
             "or point ANNOTATED_CHROMIUM at a Chromium binary"
