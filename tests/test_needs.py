@@ -10,7 +10,9 @@ from needs import REQUIRE_ALL_ENV, everything_required, missing
 
 TESTS = Path(__file__).resolve().parent
 # What a reason names when the test waits on the machine rather than on the book's own state.
-MACHINE = re.compile(r"chromium|browser|pdftoppm|registry|multi30k|DATA_DIR_ENV|ANNOTATED_DATA_DIR", re.I)
+MACHINE = re.compile(
+    r"chromium|browser|pdftoppm|registry|multi30k|DATA_DIR_ENV|ANNOTATED_DATA_DIR", re.I
+)
 
 
 def test_a_missing_tool_skips_unless_everything_is_required(monkeypatch):
