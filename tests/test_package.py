@@ -1,10 +1,10 @@
 """The book as a package a reader installs, and its notebooks as a reader downloads them.
 
-`python -m build` makes a wheel and an sdist of this checkout (the wheel built from the sdist, so
-the sdist holds what building needs), and `twine check` passes both (tests/conftest.py, `dist`;
-tests/test_install.py installs the same wheel). Then a fresh virtual environment gets only what
-Colab preinstalls (torch, numpy, pandas, altair, ipykernel, nbclient): not the book, spaCy,
-sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
+The wheel and the sdist of this checkout are built and checked as `make dist` builds them for a
+release (tools/publish.py, `build_dist`: the wheel from the sdist, `twine check` on both; the
+fixture `dist` in tests/conftest.py; tests/test_install.py installs the same wheel). Then a fresh
+virtual environment gets only what Colab preinstalls (torch, numpy, pandas, altair, ipykernel,
+nbclient): not the book, spaCy, sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
 names a folder holding torch alone: installed again, it would copy a gigabyte and a minute and a
 half for nothing a test here looks at, and pip leaves a package outside the environment alone.
 Chapter notebooks are copied from notebooks/ (the files the site offers for download) into an empty
