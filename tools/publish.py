@@ -1,8 +1,8 @@
 """The book's public home and its releases: what the GitHub workflows and the README rely on.
 
-    python tools/publish.py badges [--check]   # the README's badges, from pyproject.toml (`make badges`)
-    python tools/publish.py dist [FOLDER]      # the wheel and the sdist, built and checked (`make dist`)
-    python tools/publish.py tag vX.Y.Z         # fails unless the tag names pyproject.toml's version
+    python tools/publish.py badges [--check]  # the README's badges from pyproject (`make badges`)
+    python tools/publish.py dist [FOLDER]     # the wheel and the sdist, built, checked (`make dist`)
+    python tools/publish.py tag vX.Y.Z        # fails unless the tag names pyproject's version
 
 The repository's public address is written once, as `Repository` in pyproject.toml's
 [project.urls] (site/booksite.py reads it). From it come the README's badges (the block between
