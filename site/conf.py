@@ -26,10 +26,9 @@ extensions = [
     "booksite",  # the chapter map on the landing page and the download links on each chapter
 ]
 
-# The book's public repository, e.g. "https://github.com/OWNER/NAME". Set, every chapter page
-# gets "Run this chapter: Open in Colab · Binder" links to its notebook there (booksite.py);
-# empty, no such link appears. Binder installs what the repository's environment.yml lists.
-book_repository = ""
+# The book's public repository is pyproject.toml's [project.urls] Repository, read by booksite.py:
+# set, every chapter page links its notebook in Colab and Binder, and the header links the
+# repository; unset, neither appears. It is written there only (the README's badges come from it).
 
 root_doc = "index"
 exclude_patterns = [".ipynb_checkpoints"]

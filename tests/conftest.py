@@ -1,35 +1,36 @@
 """What several test files share: the Multi30k corpus, loaded once, a mark for the tests that
-need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists),
+need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists, or
+failed where $ANNOTATED_REQUIRE_ALL says every data set must be there: tests/needs.py),
 another process that holds a folder's lock (`held_elsewhere`), and the book's wheel and sdist,
 built once (`dist`)."""
 
 import contextlib
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+from needs import missing
 
 from annotated.ch05_text import load_multi30k
 from annotated.datasets import DATA_DIR_ENV, available_offline
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import publish  # noqa: E402  (tools/publish.py)
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "multi30k: needs a local Multi30k copy (else skipped)")
-
-
-def pytest_collection_modifyitems(config, items):
-    if available_offline("multi30k", "train.de.gz"):
-        return
-    skip = pytest.mark.skip(
-        reason=f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)"
+    config.addinivalue_line(
+        "markers", "multi30k: needs a local Multi30k copy (else skipped: tests/needs.py)"
     )
-    for item in items:
-        if item.get_closest_marker("multi30k") is not None:
-            item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("multi30k") is None:
+        return
+    if not available_offline("multi30k", "train.de.gz"):
+        missing(f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)")
 
 
 @pytest.fixture(scope="session")
@@ -72,30 +73,8 @@ def held_elsewhere():
 
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory) -> Path:
-    """A folder with the wheel and the sdist `python -m build` makes of this checkout, the wheel
-    built from the sdist (so the sdist holds what building needs), both passed by `twine check`.
-    Built with this environment's setuptools (--no-isolation), which pyproject.toml's build
-    requirement must accept: `build` checks that before it starts."""
+    """A folder with the wheel and the sdist of this checkout, built and checked as `make dist`
+    builds them for a release (tools/publish.py, `build_dist`)."""
     folder = tmp_path_factory.mktemp("dist")
-    built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(folder), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    # A folder of the package missing from pyproject.toml's `packages` would be left out.
-    assert "would be ignored" not in built.stdout + built.stderr, built.stdout[-3000:]
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    stem = f"{project['name'].replace('-', '_')}-{project['version']}"
-    (wheel,) = folder.glob(f"{stem}-py3-none-any.whl")
-    (sdist,) = folder.glob(f"{stem}.tar.gz")
-    checked = subprocess.run(
-        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert checked.stdout.count("PASSED") == 2, checked.stdout
+    publish.build_dist(folder)
     return folder

@@ -15,6 +15,7 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from needs import missing
 
 from annotated import datasets
 from annotated.datasets import (
@@ -426,10 +427,17 @@ def _shared_multi30k() -> Path | None:
 
 
 SHARED = _shared_multi30k()
-needs_shared = pytest.mark.skipif(
-    SHARED is None,
-    reason=f"no local Multi30k copy: set {DATA_DIR_ENV} or put it in ../shared/data/multi30k",
-)
+
+
+@pytest.fixture
+def shared_copy() -> Path:
+    """The local Multi30k folder; without one the test is skipped (or fails: tests/needs.py)."""
+    if SHARED is None:
+        missing(f"no local Multi30k copy: set {DATA_DIR_ENV} or put it in ../shared/data/multi30k")
+    return SHARED
+
+
+needs_shared = pytest.mark.usefixtures("shared_copy")
 
 
 @needs_shared

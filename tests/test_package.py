@@ -1,10 +1,10 @@
 """The book as a package a reader installs, and its notebooks as a reader downloads them.
 
-`python -m build` makes a wheel and an sdist of this checkout (the wheel built from the sdist, so
-the sdist holds what building needs), and `twine check` passes both (tests/conftest.py, `dist`;
-tests/test_install.py installs the same wheel). Then a fresh virtual environment gets only what
-Colab preinstalls (torch, numpy, pandas, altair, ipykernel, nbclient): not the book, spaCy,
-sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
+The wheel and the sdist of this checkout are built and checked as `make dist` builds them for a
+release (tools/publish.py, `build_dist`: the wheel from the sdist, `twine check` on both; the
+fixture `dist` in tests/conftest.py; tests/test_install.py installs the same wheel). Then a fresh
+virtual environment gets only what Colab preinstalls (torch, numpy, pandas, altair, ipykernel,
+nbclient): not the book, spaCy, sacreBLEU or sentencepiece. Its torch is this environment's, seen through a `.pth` file that
 names a folder holding torch alone: installed again, it would copy a gigabyte and a minute and a
 half for nothing a test here looks at, and pip leaves a package outside the environment alone.
 Chapter notebooks are copied from notebooks/ (the files the site offers for download) into an empty
@@ -19,7 +19,8 @@ the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does
   (skipped without it).
 
 Everything here needs the package registry pip is configured with (the book's dependencies):
-where it cannot be reached, the tests are skipped with that reason. pip's own cache is shared
+where it cannot be reached, the tests are skipped with that reason (or fail, where
+$ANNOTATED_REQUIRE_ALL asks for every registry and data set: tests/needs.py). pip's own cache is shared
 with this machine's, so a second run downloads little.
 """
 
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from needs import missing
 
 from annotated.datasets import WMT14_SPLITS, WMT14_TOY_PAIRS
 
@@ -226,7 +228,7 @@ def _colab_like(venv: Path) -> Path:
 def reader(tmp_path_factory, dist) -> Reader:
     scratch = tmp_path_factory.mktemp("package")
     if reason := _unreachable(scratch / "probe"):
-        pytest.skip(reason)
+        missing(reason)
     python = _colab_like(scratch / "venv")
     # The notebooks' kernel, "python3", is this environment's python (JUPYTER_PATH comes first).
     spec = scratch / "jupyter" / "kernels" / "python3"
@@ -361,7 +363,7 @@ def test_the_installed_book_reads_chapter_8s_sample_from_its_own_files(reader, t
 
 def test_chapter_7_downloaded_runs_its_smoke_profile_to_its_end(reader, tmp_path):
     if not os.environ.get("ANNOTATED_DATA_DIR"):
-        pytest.skip(
+        missing(
             "chapter 7 reads Multi30k from a local folder here: set ANNOTATED_DATA_DIR "
             "(CI points it at ../shared/data)"
         )

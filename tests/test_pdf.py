@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
 import bookpdf  # noqa: E402  (site/bookpdf.py)
 import booksite  # noqa: E402  (site/booksite.py)
+import needs  # noqa: E402  (tests/needs.py)
 from test_site import run_site_script  # noqa: E402
 
 CHAPTERS = booksite.chapters()
@@ -125,7 +126,7 @@ def book() -> dict:
     """`make pdf`'s run: its report line, and the PDF's pages as pypdf reads them."""
     missing = bookpdf.chromium_missing()
     if missing:
-        pytest.skip(f"{missing}; `make test` runs `make browser` first")
+        needs.missing(f"{missing}; `make test` runs `make browser` first")
     from pypdf import PdfReader
 
     report = run_site_script("bookpdf.py", "make pdf")
@@ -304,7 +305,7 @@ def test_no_code_frame_is_left_empty(book, tmp_path):
     ground, and a piece with nothing darker than its ground inside is reported.
     """
     if PDFTOPPM is None:
-        pytest.skip(
+        needs.missing(
             "no pdftoppm to look at the pages: run `make browser`, which installs Debian's "
             "poppler-utils package with apt-get when it runs as root"
         )

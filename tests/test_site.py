@@ -13,7 +13,8 @@ typeset every equation, log no console error, and load nothing but the site's ow
 tests/test_site_layout.py reads every page again at a desktop's and a phone's width, in light and
 dark mode, and measures how it lies on the screen (it takes the screenshots, in
 `_build/screenshots/`). Without Chromium (Debian's `chromium` package, which `make browser`
-installs) the browser tests are skipped with a message saying so.
+installs) the browser tests are skipped with a message saying so (failed, where
+$ANNOTATED_REQUIRE_ALL asks for every tool: tests/needs.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from needs import missing
+from test_publish import REPOSITORY, pyproject_with
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "site"))
@@ -159,7 +162,7 @@ def server(site):
 @pytest.fixture(scope="module")
 def browser():
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(
+        missing(
             f"no Chromium at {CHROMIUM}: the browser tests need Debian's chromium package, which "
             "`make browser` (run by `make test`) installs with apt-get when it runs as root; "
             "or point ANNOTATED_CHROMIUM at a Chromium binary"
@@ -516,32 +519,47 @@ def test_reading_time_counts_prose_and_code_words(tmp_path):
     assert booksite.reading_minutes(notebook) == 10
 
 
-REPOSITORY = "https://github.com/example-owner/annotated-book"  # a dummy public address
+def assert_repository_links(html: Path, repository: str) -> None:
+    """With `repository`, every chapter page of the site in `html` links its notebook in Colab and
+    Binder, and every page's header links the repository; with "", no page links any of them."""
+    for name in PAGES:
+        page = (html / f"{name}.html").read_text(encoding="utf-8")
+        if not repository:
+            for service in ("colab.research.google.com", "mybinder.org", "github.com"):
+                assert service not in page, (name, service)
+            continue
+        assert f'href="{repository}"' in page, f"{name}: no link to the repository"
+        if name in PLAIN_PAGES:
+            continue
+        for label, address in booksite.launch_links(repository, f"{name}.ipynb"):
+            assert f'href="{address.replace("&", "&amp;")}"' in page, (name, label)
+        assert "Run this chapter:" in re.sub(r"<[^>]+>", "", page), name
 
 
 # An in-process Sphinx build: its extensions' deprecation notices are theirs, not the book's.
 @pytest.mark.filterwarnings("ignore:.*is deprecated. Check CHANGES for Sphinx API")
-def test_chapter_pages_offer_colab_and_binder_only_when_the_repository_is_set(site, tmp_path):
-    """The launch links come from site/conf.py's book_repository: none while it is empty."""
-    for chapter in CHAPTERS:
-        html = (site / f"{chapter.stem}.html").read_text(encoding="utf-8")
-        assert "colab.research.google.com" not in html and "mybinder.org" not in html, chapter.stem
-    built = booksite.build(html=tmp_path / "html", settings={"book_repository": REPOSITORY})
-    for chapter in CHAPTERS:
-        html = (built.parent / f"{chapter.stem}.html").read_text(encoding="utf-8")
-        for label, address in booksite.launch_links(REPOSITORY, chapter.notebook.name):
-            assert f'href="{address.replace("&", "&amp;")}"' in html, (chapter.stem, label)
-    # Spelled out once, independently of launch_links: the addresses the services document.
-    page = (built.parent / "ch01_attention.html").read_text(encoding="utf-8")
-    assert (
-        'href="https://colab.research.google.com/github/example-owner/annotated-book/blob/main/'
-        'notebooks/ch01_attention.ipynb"' in page
-    )
-    assert (
-        'href="https://mybinder.org/v2/gh/example-owner/annotated-book/main'
-        '?labpath=notebooks%2Fch01_attention.ipynb"' in page
-    )
-    assert "Run this chapter:" in re.sub(r"<[^>]+>", "", page)
+def test_colab_binder_and_repository_links_come_from_pyprojects_address(
+    site, tmp_path, monkeypatch
+):
+    """pyproject.toml's [project.urls] Repository, written once, makes the links: this checkout's
+    site is built with what it says (unset: no link), and a second build with the other case
+    (a dummy address, or none) shows the other."""
+    here = booksite.repository()
+    assert_repository_links(site, here)
+    other = "" if here else REPOSITORY
+    monkeypatch.setattr(booksite, "PYPROJECT", pyproject_with(tmp_path, other))
+    built = booksite.build(html=tmp_path / "html")
+    assert_repository_links(built.parent, other)
+    if other:  # spelled out once, independently of launch_links: the services' documented forms
+        page = (built.parent / "ch01_attention.html").read_text(encoding="utf-8")
+        assert (
+            'href="https://colab.research.google.com/github/example-owner/annotated-book/blob/'
+            'main/notebooks/ch01_attention.ipynb"' in page
+        )
+        assert (
+            'href="https://mybinder.org/v2/gh/example-owner/annotated-book/main'
+            '?labpath=notebooks%2Fch01_attention.ipynb"' in page
+        )
 
 
 def test_a_repository_address_that_is_not_githubs_is_refused_with_what_to_write():

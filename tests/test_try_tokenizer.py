@@ -19,6 +19,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from needs import missing
 from test_site import browser  # noqa: F401 (a fixture)
 
 from annotated.ch05_text import tokenize
@@ -119,12 +120,12 @@ def assert_same_tokens(page, rules: dict, language: str, texts: list[str]) -> No
 def multi30k(language: str) -> list[str]:
     folder = os.environ.get(DATA_DIR_ENV)
     if not folder:
-        pytest.skip(f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)")
+        missing(f"no local Multi30k copy: set {DATA_DIR_ENV} (CI points it at ../shared/data)")
     sentences = []
     for split, count in MULTI30K.items():
         path = Path(folder) / "multi30k" / f"{split}.{language}.gz"
         if not path.is_file():
-            pytest.skip(f"no {path}: {DATA_DIR_ENV} names no folder with Multi30k's files")
+            missing(f"no {path}: {DATA_DIR_ENV} names no folder with Multi30k's files")
         with gzip.open(path, "rb") as handle:
             lines = handle.read().decode("utf-8").split("\n")  # as annotated.datasets reads them
         if lines[-1] == "":
