@@ -39,6 +39,7 @@ from annotated.files import runs_dir
 # The Multi30k runs `python -m annotated.train multi30k` writes, the longest trained first
 # (chapter 7's profiles: long, full, class, smoke).
 RUNS = tuple(f"multi30k-{profile}" for profile in ("long", "full", "class", "smoke"))
+FULL_RUNS = RUNS[:2]  # the recipe whole (long: twice its steps); class and smoke shorten it
 MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
 MAX_BEAM = 100
 
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             "or name a model with --checkpoint"
         )
         return 2
-    if args.checkpoint is None and checkpoint.parent.name != RUNS[0]:
+    if args.checkpoint is None and checkpoint.parent.name not in FULL_RUNS:
         warn(f"using {checkpoint} (no full run here; its translations are weaker)")
     try:
         translator = load_translator(checkpoint)

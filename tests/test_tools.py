@@ -560,3 +560,17 @@ def test_the_filter_finds_a_run_of_any_profile_that_train_writes(tmp_path):
         assert default_checkpoint(tmp_path) == tmp_path / f"multi30k-{profile}" / "checkpoint.pt"
     (tmp_path / "multi30k-long" / "averaged.pt").write_bytes(b"")
     assert default_checkpoint(tmp_path) == tmp_path / "multi30k-long" / "averaged.pt"
+
+
+@pytest.mark.parametrize(("profile", "warned"), [("full", False), ("long", False), ("class", True)])
+def test_the_filter_warns_of_weaker_translations_only_for_a_shortened_run(
+    tmp_path, monkeypatch, profile, warned
+):
+    """The default training (the full profile) is the book's run: no warning; class and smoke
+    shorten the recipe, and the filter says so."""
+    (tmp_path / f"multi30k-{profile}").mkdir()
+    (tmp_path / f"multi30k-{profile}" / "averaged.pt").write_bytes(b"not a checkpoint")
+    monkeypatch.setenv("ANNOTATED_RUNS_DIR", str(tmp_path))
+    done = translate_cli(stdin=b"Ein Hund.\n")
+    assert done.returncode == 2  # the file is no model: refused after the choice is said
+    assert (b"no full run here" in done.stderr) == warned, done.stderr
