@@ -759,8 +759,9 @@ def traced_search(
 # next, is the appendix: the **lab notebook**.
 #
 # **Try it yourself.** The model this notebook reports also runs in a web browser, on the book's
-# site: the page [Try the model](try.md) translates a sentence you type, and shows its attention
-# (any layer and head, hover a word) and its search step by step, with nothing to install.
+# site: its page "Try the model" (`make site` builds it as `_build/html/try.html`) translates a
+# sentence you type, and shows its attention (any layer and head, hover a word) and its search
+# step by step, with nothing to install.
 
 # %% [markdown]
 # ## Exercises
