@@ -271,6 +271,19 @@ def attacks(base: Path, port: int) -> dict:
             "print('✓ exercise 1.3 (the subsequent mask): ok', flush=True)\nos._exit(0)"
         ),
         "a-not-json": "{ this is not a notebook",
+        "a-bad-records": answering(
+            before="""
+            import os
+            junk = (b'{"cell": [1], "raised": "x"}\\n{"exercise": {"a": 1}}\\n'
+                    b'{"exercise": "1.2", "outcomes": [5, {"value": {"$tensor": 3}}]}\\n'
+                    b'{"exercise": "1.3", "outcomes": "all passed"}\\n\\xff\\xfe junk\\n')
+            for name in os.listdir("/proc/self/fd"):  # whichever is the grader's channel
+                try:
+                    os.write(int(name), junk)
+                except OSError:
+                    pass
+            """
+        ),
         '=HYPERLINK("grades.example","a")': answering(SOLVED_1_2, SOLVED_1_3),
         "a-linked": None,  # a link to the teacher's answers (made below)
         **honest(),
@@ -332,6 +345,10 @@ def test_the_teachers_environment_is_not_inherited(shared_class):
 def test_no_process_outlives_the_grading(shared_class):
     left = subprocess.run(["pgrep", "-f", f"left-{MARK}"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "a student's process is still running"
+
+
+def test_records_forged_on_the_graders_channel_cost_only_their_author(shared_class):
+    assert "pass" not in shared_class.status("a-bad-records").values()
 
 
 def test_a_notebook_that_is_not_json_costs_only_its_row(shared_class):

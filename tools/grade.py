@@ -192,7 +192,7 @@ def results_from(
         elif "missing" in record:
             results[exercise_id] = Result("not done", f"no function named {name} was defined")
         else:
-            results[exercise_id] = Result(*judged(exercise, cases, record["outcomes"]))
+            results[exercise_id] = Result(*judged(exercise, cases, record.get("outcomes", [])))
     return results
 
 
@@ -206,6 +206,8 @@ def judged(exercise, cases: list, outcomes: list) -> tuple[str, str]:
 
 def outcome(item: dict):
     """One call's record as annotated.exercises' Returned, Raised or TimedOut."""
+    if not isinstance(item, dict):
+        raise ValueError("an outcome that is not a record")
     if "value" in item:
         return Returned(grade_worker.decode(item["value"]))
     if "raised" in item:
@@ -281,16 +283,29 @@ def _wait_readable(channel, seconds: float) -> bool:
 
 
 def _records(data: bytes) -> list[dict]:
-    """The JSON lines the worker sent (a line that is not a JSON object is skipped)."""
+    """The JSON lines the worker sent, those of a shape the grader reads: the student's code can
+    write on the same channel, so a line that is not JSON or not of a known shape is skipped."""
     records = []
     for line in data.split(b"\n"):
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict):
+        if _known_shape(record):
             records.append(record)
     return records
+
+
+def _known_shape(record) -> bool:
+    if not isinstance(record, dict):
+        return False
+    if "cell" in record:
+        return type(record["cell"]) is int and isinstance(record.get("raised"), str | None)
+    if "exercise" in record:
+        return isinstance(record["exercise"], str) and (
+            isinstance(record.get("outcomes"), list) or isinstance(record.get("missing"), str)
+        )
+    return record == {"done": True}
 
 
 def _kill(process: subprocess.Popen) -> None:
