@@ -139,8 +139,9 @@ class Batch:
     """One batch of sentence pairs, ready for the model and the loss."""
 
     src: Tensor  # (batch, src_len) source ids, padded
-    tgt_in: Tensor  # (batch, tgt_len) decoder input: <s> y1 ... y_{n-1}
-    tgt_out: Tensor  # (batch, tgt_len) what to predict: y1 ... y_n </s>
+    # From a target <s> y1 ... y_n </s>, two rows of n + 1 tokens (tgt_len: the longest n + 1):
+    tgt_in: Tensor  # (batch, tgt_len) decoder input: <s> y1 ... y_n, the target less its last
+    tgt_out: Tensor  # (batch, tgt_len) what to predict: y1 ... y_n </s>, the target less its first
     src_mask: Tensor  # (batch, 1, src_len) True at real source tokens
     tgt_mask: Tensor  # (batch, tgt_len, tgt_len) no pads, no future
     n_tokens: int  # non-pad tokens in tgt_out: the loss is averaged over these
