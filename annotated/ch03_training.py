@@ -815,7 +815,7 @@ def train(
         start, history = resume(checkpoint, core, optimizer, scheduler, config, scaling)
         model.train()
         bar = _progress_bar(start, config.max_steps, progress)
-        for step in bar:
+        for step in range(start, config.max_steps):
             started = time.perf_counter()
             if config.p_drop_final is not None:
                 set_dropout(core, dropout_rate(step + 1, core.config.p_drop, config))
@@ -828,6 +828,7 @@ def train(
             row = train_step(model, micro_batches, optimizer, scheduler, config, step + 1, scaling)
             history.append({**row, "seconds": time.perf_counter() - started})
             bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}", refresh=False)
+            bar.update()  # counted once the step is done, so a run stopped early ends on its steps
             stop = bool(on_step(history[-1])) if on_step is not None else False
             if world > 1:  # all stop together, or the others would wait for the missing one
                 stop = sum_over_processes([float(stop)], device)[0] > 0
@@ -844,9 +845,12 @@ def train(
 
 
 def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
-    """A calm progress bar on stderr (notebooks keep every update in their output)."""
+    """A calm progress bar on stderr (notebooks keep every update in their output).
+
+    The training loop counts each step on it when the step is done. (Iterating the bar instead
+    counts a step only when the next is asked for, so a run that stops early would end one short.)
+    """
     return tqdm(
-        range(start, steps),
         initial=start,
         total=steps,
         disable=not show,
