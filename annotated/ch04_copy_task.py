@@ -257,8 +257,8 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # differ with the CPU's kernels and thread count, so the curves below are one machine's run, and
 # `make test` does not compare them). The same benchmark then measures the model at several
 # widths, this one again among them, and shows the balance tipping as the model gets wider
-# (1.06 times at width 64, 1.43 at 256, 1.68 at 512), which is why chapter 7's model uses bf16
-# where the CPU has it.
+# (1.06 times at width 64 this second time, 1.43 at 256, 1.68 at 512), which is why chapter 7's
+# model uses bf16 where the CPU has it.
 #
 # The copy-task configuration is one object, `COPY_SETUP`; `train_copy_model` runs it. This
 # notebook calls exactly this function, and its summary cell below asserts 100% exact match on
