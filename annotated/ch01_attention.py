@@ -622,9 +622,13 @@ class MultiHeadAttention(nn.Module):
 # %% [markdown]
 # What several heads buy shows on the walk's sentence from section 1. A second head, with
 # queries and keys of its own, can look for something else at the same time. Here its keys are
-# the words' positions and each query asks for the position before its own, a pattern that heads
-# of trained models often learn once positions are part of the input (chapter 2). Each head
-# gives every word its own weighted sum of the values; the model concatenates them, and $W^O$ mixes
+# the words' positions (one-hot, so $d_k = 6$) and each query asks for the position before its
+# own: it holds a 12 there and 0 elsewhere, so that key scores $12/\sqrt 6 \approx 4.9$ and every
+# other key 0. The softmax then gives the word before 0.96 of the weight and each of the five
+# other keys 0.01. The first word has no word before it: its query is zero, and it spreads its
+# weight evenly, 0.17 on each word. Looking at the previous word is a pattern that heads of
+# trained models often learn once positions are part of the input (chapter 2). Each head gives
+# every word its own weighted sum of the values; the model concatenates them, and $W^O$ mixes
 # them.
 
 
@@ -632,20 +636,20 @@ class MultiHeadAttention(nn.Module):
 def walk_heads() -> list[tuple[str, Tensor]]:
     """Two heads on the walk's sentence: (what the head does, its attention weights).
 
-    The first is the walk's own head. The second has other queries and keys: its keys are the
-    words' positions (one-hot), and each query asks for the position just before its own, so it
-    attends to the previous word, as heads of trained models often learn to do once positions are
-    added to the words (chapter 2).
+    The first is the walk's own head, which matches what a word looks for with what the others
+    are. The second has other queries and keys: its keys are the words' positions (one-hot), and
+    each query scores the position just before its own 12/sqrt(6), the rest 0, so it gives the
+    previous word 0.96 of its weight (the first word, with a zero query, spreads it evenly).
     """
     words, query, key, value = walk_example()
     n = len(words)
     positions = torch.eye(n, dtype=torch.float64)
     previous = torch.zeros(n, n, dtype=torch.float64)
     for i in range(1, n):
-        previous[i, i - 1] = 3.0
+        previous[i, i - 1] = 12.0
     _, first = attention(query, key, value)
     _, second = attention(previous, positions, value)
-    return [("head 1: the walk's (who does what)", first), ("head 2: the word before", second)]
+    return [("head 1: the walk's (by meaning)", first), ("head 2: the word before", second)]
 
 
 # %% tags=["active-ipynb"]

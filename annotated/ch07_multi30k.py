@@ -113,7 +113,7 @@ from annotated.runs import (
 # | after the peak | $1/\sqrt{step}$ to the end | $1/\sqrt{step}$, times chapter 3's cooldown factor: over the second half (10 epochs of 152 steps, $c$ = 1,520 steps) it falls in a straight line from 1 to $1/c$ = 1/1,520 at the last step | a fixed budget should end with small, settling steps |
 # | dropout, label smoothing | 0.1, 0.1 | 0.1 rising linearly to 0.3, 0.1 | little while the model underfits, more once twenty passes over 29,000 sentences invite memorising |
 # | beam search | 4, $\alpha = 0.6$ | 4, $\alpha = 2.5$ | $\alpha$ chosen on the validation set, where it makes the outputs as long as the references (section 3) |
-# | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured a bf16 step at 1.43× the speed of an fp32 one at this width, on the book's AMD EPYC (AVX-512 with bf16) |
+# | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured a bf16 step at 1.43× the speed of an fp32 one at this width, 256, on the book's AMD EPYC (AVX-512 with bf16) |
 # | dropout's random numbers | | chapter 3's `FastDropout` | `nn.Dropout`'s masks took a large share of the step (chapter 3); section 2's profile shows what is left |
 # | target embedding = output layer | shared (all three) | shared (target side) | section 3.4; German and English have separate word vocabularies here |
 #

@@ -728,8 +728,10 @@ def attention_flow(
     d_k = query.size(-1)
     steps = [(["Scale: ÷ √d_k", f"√{d_k} = {d_k**0.5:.3g}"], "operation")]
     if mask is not None:
-        steps.append((["Mask", "masked scores → −∞"], "operation"))
+        steps.append((["Mask the scores", "forbidden → finfo(dtype).min"], "operation"))
     steps.append((["Softmax over the keys", "each row sums to 1"], "operation"))
+    if mask is not None:
+        steps.append((["Mask the weights", "forbidden → 0"], "operation"))
     inputs = [
         ["Q (queries)", _shape(query, q_names)],
         ["K (keys)", _shape(key, k_names)],
@@ -754,7 +756,8 @@ def attention_flow(
     canvas.arrow([(x, y - 23), (x, y - 57)], label=output_shape, label_side="left")
     canvas.top = y - 69  # nothing above the output's arrow
     masked = (
-        " A mask sets the scores of forbidden keys to minus infinity before the softmax."
+        " A mask sets the scores of forbidden keys to the most negative number their dtype holds"
+        " (not minus infinity) before the softmax, and their weights to 0 after it."
         if (mask is not None)
         else ""
     )

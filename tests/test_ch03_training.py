@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -379,6 +380,21 @@ def test_scheduler_steps_once_per_optimizer_step_not_per_micro_batch():
     )
     assert history["lr"].tolist() == pytest.approx([rate(s, 32, 5) for s in range(1, 13)])
     assert (history["loss"] > 0).all() and list(history["step"]) == list(range(1, 13))
+
+
+def test_the_progress_bar_ends_on_the_steps_the_run_took(tmp_path, capsys):
+    def last_count() -> str:  # what the bar shows last: "done/total"
+        return re.findall(r"(\d+/\d+) \[", capsys.readouterr().err)[-1]
+
+    config = TrainConfig(max_steps=6, warmup=3, checkpoint_every=0)
+    checkpoint = tmp_path / "run.pt"
+    stop_at_4 = lambda row: row["step"] == 4  # noqa: E731
+    train(tiny_model(), source(), config, checkpoint, progress=True, on_step=stop_at_4)
+    assert last_count() == "4/6"  # stopped early: all 4 of its steps (iterating the bar showed 3)
+    train(tiny_model(), source(), config, checkpoint, progress=True)  # resumed to the end
+    assert last_count() == "6/6"
+    train(tiny_model(), source(), config, progress=True)
+    assert last_count() == "6/6"
 
 
 def test_loop_refuses_the_wrong_number_of_micro_batches():

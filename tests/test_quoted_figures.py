@@ -216,6 +216,46 @@ def test_the_table_names_real_files_and_sources():
         assert record_file(quote.source).is_file() or (ROOT / quote.source).is_file(), quote.label
 
 
+def record_paths(quote: Quote) -> list[tuple[str, str]]:
+    """(record, path) for each record figure the quote reads: its values' plain paths, and the
+    literal get("...") paths of its arithmetic (f-string paths are not followed)."""
+    paths = []
+    for value in quote.values:
+        found = re.findall(r'get\("([^"{}]+)"\)', value) if value.startswith("= ") else [value]
+        for path in found:
+            source = quote.source
+            if re.match(OTHER_SOURCE, path):
+                source, path = path.split(": ", 1)
+            if source.endswith(".json"):
+                paths.append((source, path))
+    return paths
+
+
+def unnamed_repeats(quote: Quote) -> list[str]:
+    """The quote's figures read from inside a sub-table whose last key is also the record's
+    headline (copy.json's by_width / 64 / bf16_speedup_vs_fp32 beside its bf16_speedup_vs_fp32)
+    where the words do not name the sub-table's key (64): read as the headline, they are not."""
+    unnamed = []
+    for source, path in record_paths(quote):
+        record = read_record(record_file(source))
+        steps = path.split(" / ")
+        if len(steps) < 2 or not isinstance(record, dict) or steps[-1] not in record:
+            continue
+        if not re.search(rf"(?<![\w.]){re.escape(steps[-2])}(?![\w])", quote.says):
+            unnamed.append(f"{source}: {path}")
+    return unnamed
+
+
+@pytest.mark.parametrize("quote", QUOTES, ids=[f"{q.file}:{q.says[:40]}" for q in QUOTES])
+def test_a_figure_beside_the_records_headline_is_named_as_such(quote):
+    unnamed = unnamed_repeats(quote)
+    assert not unnamed, (
+        f"{quote.label} quotes {unnamed}, a figure the record also holds as its headline, from "
+        "inside a sub-table whose key the words do not name: quote the headline, or name the key "
+        "(e.g. 'at width 64') in the prose and in `says`"
+    )
+
+
 # ---------------------------------------------------------------- the test can fail
 
 
@@ -253,6 +293,22 @@ def test_a_chapter_is_checked_in_its_notebook_too(tmp_path, monkeypatch):
     quote = Quote("annotated/ch99_x.py", "A run of {} minutes.", "r.json", ("m",), (1,))
     with pytest.raises(AssertionError, match=r"ch99_x.ipynb, cell 0 says 2.7"):
         test_the_prose_quotes_its_sources_right(quote)
+
+
+def test_a_repeat_quoted_as_the_headline_fails():
+    headline = "`make bench-copy` measures a bf16 step of this model only {} times as fast"
+    old = Quote(
+        "annotated/ch04_copy_task.py",
+        headline,
+        "copy.json",
+        ("by_width / 64 / bf16_speedup_vs_fp32",),
+    )
+    assert unnamed_repeats(old) == ["copy.json: by_width / 64 / bf16_speedup_vs_fp32"]
+    named = Quote("x.py", "({} times at width 64)", "copy.json", old.values)
+    assert unnamed_repeats(named) == []
+    assert unnamed_repeats(Quote("x.py", headline, "copy.json", ("bf16_speedup_vs_fp32",))) == []
+    arithmetic = ('= 2 * get("copy.json: by_width / 64 / bf16_speedup_vs_fp32")',)
+    assert unnamed_repeats(Quote("x.py", "{} times", "class.json", arithmetic)) != []
 
 
 @pytest.mark.parametrize(
