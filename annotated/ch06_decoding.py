@@ -663,9 +663,13 @@ class Translator:
 # **BLEU** (Papineni et al., 2002) counts how many of the output's word n-grams ($n$ = 1 to 4)
 # also occur in the reference, takes the geometric mean of the four precisions, and multiplies by
 # a penalty for outputs shorter than the references. It is computed over the whole test set at
-# once, not averaged over sentences. **chrF** (Popović, 2015) does the same with character
-# n-grams and balances precision with recall; it is kinder to a word with the right stem and the
-# wrong ending.
+# once, not averaged over sentences. **chrF** (Popović, 2015) counts character n-grams instead
+# (sacreBLEU's default: $n$ = 1 to 6, spaces left out), also over the whole test set. It takes the
+# plain average of the six precisions and, separately, of the six recalls (the share of the
+# reference's n-grams that the output has), and combines the two averages into an F-score with
+# $\beta = 2$, which weighs recall more than precision. It has no brevity penalty: an output that
+# is too short already loses recall. Counting characters, it is kinder to a word with the right
+# stem and the wrong ending.
 #
 # BLEU numbers are only comparable when computed the same way: the same references, the same
 # tokenization of both sides, cased or not. sacreBLEU (Post, 2018) fixes all of these and prints a
