@@ -824,21 +824,25 @@ def evaluate_split(
 # sacreBLEU's own statistics.
 #
 # **6.4 Modify (after chapter 7).** This one needs a trained German→English model, which chapter
-# 7 trains: come back to it once you have run chapter 7 (its class profile,
-# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained
-# (`train_multi30k` only loads a finished run):
+# 7 trains: come back to it once you have run chapter 7 (with any profile; its class profile,
+# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained.
+# `default_checkpoint` finds it as `python -m annotated.translate` does: the run of the longest
+# profile in your runs folder (long, then full, class, smoke). `train_multi30k` loads a finished
+# run without training it again, and would resume an unfinished one:
 #
 # ```python
 # from annotated.ch07_multi30k import profile_config, train_multi30k
-# from annotated.runs import RUNS_DIR
-# profile, config = profile_config("class")
-# run = train_multi30k(config, RUNS_DIR / f"multi30k-{profile}")
+# from annotated.translate import default_checkpoint
+# checkpoint = default_checkpoint()  # runs/multi30k-<profile>/averaged.pt (or checkpoint.pt)
+# assert checkpoint.exists(), f"no {checkpoint}: run chapter 7 first"
+# folder = checkpoint.parent
+# profile, config = profile_config(folder.name.removeprefix("multi30k-"))
+# run = train_multi30k(config, folder)
 # ```
 #
-# With that `run`, score the
-# validation set greedily with `evaluate_split(run.translator, run.corpus, "val", limit=None,
-# beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and once with `True`. Which sentences
-# change? Look at three of them: is the copied word right?
+# With that `run`, score the validation set greedily with `evaluate_split(run.translator,
+# run.corpus, "val", limit=None, beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and
+# once with `True`. Which sentences change? Look at three of them: is the copied word right?
 #
 # <details><summary>Answer</summary>
 #
