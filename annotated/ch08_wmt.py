@@ -201,7 +201,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | shared BPE vocabulary | ≈ 37,000 | ≈ 37,000 | 8,000 | 10,000 sentences cannot fill 37,000 useful symbols |
 # | $N$, $d_\text{model}$, $d_{ff}$, $h$ | 6, 512, 2048, 8 | 6, 1024, 4096, 16 | 3, 256, 1024, 4 | chapter 7's widths, and the three layers a side chapter 7 had when this run was set up (it has two now) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
-# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
+# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would not get through the warmup: the saved run's target tokens (section 10) make about 60 of them, against a warmup of 300 |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
 # | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for about the first third of the lab notebook's run 4, some thousand steps, and the sample's run takes a few hundred (section 10) |
 # | checkpoints averaged | last 5 | last 20 | last 5 (fewer where a budget holds fewer evaluations: the plan says how many) | |
