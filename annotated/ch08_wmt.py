@@ -9,9 +9,12 @@
 # newstest2014 English→German (Table 2), come out of a recipe with more parts than the model:
 # a shared subword vocabulary, one weight matrix for both embeddings and the output layer, batches
 # of about 25,000 source and 25,000 target tokens, the warmup schedule, checkpoint averaging, and a
-# beam search with a length penalty. The original Annotated Transformer ran the model, the warmup
-# schedule and label smoothing on a small corpus, and described the rest of the WMT recipe in
-# prose. This chapter runs all of it.
+# beam search with a length penalty. The original Annotated Transformer trained the model on a
+# small corpus (Multi30k) with the warmup schedule and label smoothing, and its code has
+# data-parallel training over several GPUs, gradient accumulation and a function that averages
+# models (which it never calls). The subword vocabulary and beam search it described in prose,
+# pointing to other libraries, and the shared embeddings in a snippet it does not run. This
+# chapter runs all of it.
 #
 # It cannot run it at the paper's scale: the base model took 12 hours on eight P100 GPUs. What
 # it can do is run *the same code* on two very different machines:
