@@ -49,8 +49,8 @@ class TimeBudget:
     Made once, before the first step, from the throughput measured over a few probe steps (on
     batches trained once before: the steady speed, with what the first epoch's new batch shapes
     cost more set aside), and kept in the run folder (plan.json) so that a resumed run follows the
-    same schedule. When the recipe's steps fit, the plan is the recipe itself and the run is the
-    book's, step for step. When they do not, the whole schedule is compressed into the steps that
+    same schedule. When the recipe's steps fit, the plan is the recipe itself, step for step.
+    When they do not, the whole schedule is compressed into the steps that
     fit: the cooldown and the dropout ramp end at the new last step, the snapshots averaged still
     lie inside the cooldown, and the warmup shrinks only if it no longer fits before the cooldown
     (with the same peak rate).
@@ -154,9 +154,11 @@ class TimeBudget:
         return (
             f"plan: {speed}: {self.steps:,} of the recipe's {self.recipe_steps:,} steps "
             f"({epochs:.1f} epochs), the whole schedule compressed into them: {warmup}, "
-            f"{cooldown}, the last {self.average_last} snapshots averaged. This is not the book's "
-            f"run and its scores will be lower; with more time (--minutes, or max_minutes=None "
-            f"for no budget) the recipe runs unchanged.{busy}"
+            f"{cooldown}, the last {self.average_last} snapshots averaged. The run trains less "
+            "than its recipe, so expect lower scores than the whole recipe would give; on a "
+            "machine of another speed the same budget holds another number of steps, and gives "
+            "other scores. With more time (--minutes, or max_minutes=None for no budget) the "
+            f"recipe runs unchanged.{busy}"
         )
 
 

@@ -239,17 +239,28 @@ def greedy_decode_cached(
 # %% [markdown]
 # The double precision above makes a disagreement practically impossible, not the two
 # computations identical: the cached and the plain computation add the same numbers in a
-# different order in any precision, and in float32, whose last bit is some ten orders of
-# magnitude coarser than float64's, a close call can then pick the other word. The test suite checks the float32 decoders on other random models. How much
-# time the cache saves depends on the machine; on yours:
+# different order in any precision, and in float32, whose last bit is $2^{29}$ times (more than
+# half a billion times) coarser than float64's, a close call can then pick the other word. The
+# test suite checks the float32 decoders on other random models.
+#
+# How much time the cache saves depends on the machine. The cell below times both decoders in
+# float32 on the same 16 sentences, for up to 60 tokens each. This untrained model never writes
+# `</s>` within those 60 tokens (the cell asserts it), so both decoders take all 60 steps for all
+# 16 sentences, and the difference is the cache's alone. A trained model's sentences end at
+# different lengths, and there the cached decoder saves more: it drops each finished sentence from
+# the batch, while chapter 4's keeps computing its row, as padding, until the last one ends. On
+# your machine:
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # toy = toy.float()
 # for name, decode in (("chapter 4", greedy_decode), ("cached", greedy_decode_cached)):
 #     started = time.perf_counter()
-#     decode(toy, toy_src, toy_mask, SpecialTokens(pad=0, bos=1, eos=49), 60)
-#     print(f"{name}: {time.perf_counter() - started:.2f} s for 16 sentences of 60 tokens")
+#     out = decode(toy, toy_src, toy_mask, toy_specials, 60)
+#     seconds = time.perf_counter() - started
+#     written = until_eos(out, toy_specials)
+#     assert all(len(sentence) == 60 for sentence in written), "a sentence ended early"
+#     print(f"{name}: {seconds:.2f} s for 16 sentences of 60 tokens")
 
 
 # %% [markdown]
@@ -652,9 +663,13 @@ class Translator:
 # **BLEU** (Papineni et al., 2002) counts how many of the output's word n-grams ($n$ = 1 to 4)
 # also occur in the reference, takes the geometric mean of the four precisions, and multiplies by
 # a penalty for outputs shorter than the references. It is computed over the whole test set at
-# once, not averaged over sentences. **chrF** (Popović, 2015) does the same with character
-# n-grams and balances precision with recall; it is kinder to a word with the right stem and the
-# wrong ending.
+# once, not averaged over sentences. **chrF** (Popović, 2015) counts character n-grams instead
+# (sacreBLEU's default: $n$ = 1 to 6, spaces left out), also over the whole test set. It takes the
+# plain average of the six precisions and, separately, of the six recalls (the share of the
+# reference's n-grams that the output has), and combines the two averages into an F-score with
+# $\beta = 2$, which weighs recall more than precision. It has no brevity penalty: an output that
+# is too short already loses recall. Counting characters, it is kinder to a word with the right
+# stem and the wrong ending.
 #
 # BLEU numbers are only comparable when computed the same way: the same references, the same
 # tokenization of both sides, cased or not. sacreBLEU (Post, 2018) fixes all of these and prints a
@@ -809,21 +824,25 @@ def evaluate_split(
 # sacreBLEU's own statistics.
 #
 # **6.4 Modify (after chapter 7).** This one needs a trained German→English model, which chapter
-# 7 trains: come back to it once you have run chapter 7 (its class profile,
-# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained
-# (`train_multi30k` only loads a finished run):
+# 7 trains: come back to it once you have run chapter 7 (with any profile; its class profile,
+# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained.
+# `default_checkpoint` finds it as `python -m annotated.translate` does: the run of the longest
+# profile in your runs folder (long, then full, class, smoke). `train_multi30k` loads a finished
+# run without training it again, and would resume an unfinished one:
 #
 # ```python
 # from annotated.ch07_multi30k import profile_config, train_multi30k
-# from annotated.runs import RUNS_DIR
-# profile, config = profile_config("class")
-# run = train_multi30k(config, RUNS_DIR / f"multi30k-{profile}")
+# from annotated.translate import default_checkpoint
+# checkpoint = default_checkpoint()  # runs/multi30k-<profile>/averaged.pt (or checkpoint.pt)
+# assert checkpoint.exists(), f"no {checkpoint}: run chapter 7 first"
+# folder = checkpoint.parent
+# profile, config = profile_config(folder.name.removeprefix("multi30k-"))
+# run = train_multi30k(config, folder)
 # ```
 #
-# With that `run`, score the
-# validation set greedily with `evaluate_split(run.translator, run.corpus, "val", limit=None,
-# beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and once with `True`. Which sentences
-# change? Look at three of them: is the copied word right?
+# With that `run`, score the validation set greedily with `evaluate_split(run.translator,
+# run.corpus, "val", limit=None, beam=1, alpha=0.0, copy_unknowns=...)`, once with `False` and
+# once with `True`. Which sentences change? Look at three of them: is the copied word right?
 #
 # <details><summary>Answer</summary>
 #

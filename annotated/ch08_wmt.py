@@ -9,9 +9,12 @@
 # newstest2014 English→German (Table 2), come out of a recipe with more parts than the model:
 # a shared subword vocabulary, one weight matrix for both embeddings and the output layer, batches
 # of about 25,000 source and 25,000 target tokens, the warmup schedule, checkpoint averaging, and a
-# beam search with a length penalty. The original Annotated Transformer ran the model, the warmup
-# schedule and label smoothing on a small corpus, and described the rest of the WMT recipe in
-# prose. This chapter runs all of it.
+# beam search with a length penalty. The original Annotated Transformer trained the model on a
+# small corpus (Multi30k) with the warmup schedule and label smoothing, and its code has
+# data-parallel training over several GPUs, gradient accumulation and a function that averages
+# models (which it never calls). The subword vocabulary and beam search it described in prose,
+# pointing to other libraries, and the shared embeddings in a snippet it does not run. This
+# chapter runs all of it.
 #
 # It cannot run it at the paper's scale: the base model took 12 hours on eight P100 GPUs. What
 # it can do is run *the same code* on two very different machines:
@@ -201,7 +204,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # | shared BPE vocabulary | ≈ 37,000 | ≈ 37,000 | 8,000 | 10,000 sentences cannot fill 37,000 useful symbols |
 # | $N$, $d_\text{model}$, $d_{ff}$, $h$ | 6, 512, 2048, 8 | 6, 1024, 4096, 16 | 3, 256, 1024, 4 | chapter 7's widths, and the three layers a side chapter 7 had when this run was set up (it has two now) |
 # | $P_{drop}$, $\epsilon_{ls}$ | 0.1, 0.1 | 0.3, 0.1 | 0.1, 0.1 | as the paper |
-# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would give a few hundred steps in all |
+# | tokens per step | ≈ 25,000 + 25,000 | ≈ 25,000 + 25,000 | at most 6,000 padded target tokens (about 4,500 real ones, section 6) | 25,000-token steps would not get through the warmup: the saved run's target tokens (section 10) make about 60 of them, against a warmup of 300 |
 # | warmup, steps | 4,000, 100,000 | 4,000, 300,000 | 300, as many as 20 minutes hold | |
 # | residual blocks | post-norm | post-norm | pre-norm | on Multi30k, pre-norm led post-norm for about the first third of the lab notebook's run 4, some thousand steps, and the sample's run takes a few hundred (section 10) |
 # | checkpoints averaged | last 5 | last 20 | last 5 (fewer where a budget holds fewer evaluations: the plan says how many) | |

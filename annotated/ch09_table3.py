@@ -570,12 +570,16 @@ def table3_frame(lines: list[dict]) -> pd.DataFrame:
 # %% [markdown]
 # ### The noise band
 #
-# Before reading any variant, read the base against itself. Its seeds change nothing but the
-# random draws (initial weights, the order of the batches, the dropout masks), so whatever
-# separates them is chance. We call a variant's change real when it lies more than two standard
-# deviations of the base's seeds away from their mean, and "within noise" otherwise. Three seeds
-# give only a rough standard deviation (it could well be half or twice the true one), so a change
-# just past the band is a hint, and one far past it is a finding.
+# Before reading any variant, read the base against itself. Its seeds change nothing but the random
+# draws (initial weights, the order of the batches, the dropout masks), so whatever separates them
+# is chance. We call a variant's change real when it lies more than two standard deviations of the
+# base's seeds away from their mean, and "within noise" otherwise. Three seeds give only a rough
+# standard deviation, more often too small than too large. If the seeds' scores scatter normally,
+# with $n = 3$ seeds $(n - 1)\,s^2/\sigma^2$ (the seeds' variance $s^2$ against the true $\sigma^2$)
+# follows a $\chi^2$ distribution with 2 degrees of freedom, whose chance of falling below $x$ is
+# $1 - e^{-x/2}$. So $s$ comes out below half of $\sigma$ with probability $1 - e^{-1/4}$, about
+# 22%, and above twice $\sigma$ with probability $e^{-4}$, about 2%. The band is more likely too
+# narrow than too wide: a change just past it is a hint at most, and one far past it is a finding.
 
 # %%
 BLEU = f"val BLEU beam {BASE.decoding.beam}"  # the paper's Table 3 is scored with beam search too
@@ -699,11 +703,12 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 #
 # First the yardstick. The base's three seeds scored 20.6, 19.6 and 18.5 with beam search (19.6 ±
 # 1.1) and 10.7 to 12.0 in perplexity (11.5 ± 0.7, or 6%). Greedy BLEU spread twice as wide (18.0,
-# 18.0, 14.2): the third seed started translating later than the other two and had not caught up
-# by step 700 (its curve in section 4 is the low grey one). So at this budget a change must move
-# beam BLEU by more than about 2 points, or perplexity by more than about 12%, before one run of
-# it says anything. Most of the paper's differences are a few tenths of a point; at our size they
-# are invisible, and that is itself worth knowing: a single short run can neither confirm nor
+# 18.0, 14.2): the third seed started translating later than the other two and had not caught up by
+# step 700 (its curve in section 4 is the low grey one). So at this budget a change must move beam
+# BLEU by more than about 2 points, or perplexity by more than about 12%, before one run of it says
+# anything, and one only a little past that says little, since three seeds more often understate the
+# spread than overstate it. Most of the paper's differences are a few tenths of a point; at our size
+# they are invisible, and that is itself worth knowing: a single short run can neither confirm nor
 # refute them.
 #
 # **(A) Heads.** One head is the clearest result of the table: beam BLEU 9.8 against 19.6, and a
@@ -717,14 +722,16 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # $d_k = 8$; if anything, 16 and 32 heads gave a 5 to 6% lower perplexity than the base, still
 # inside the band.
 #
-# **(B) Key width.** Both narrower keys scored lower: 17.7 with $d_k = 8$ and 17.6 with
-# $d_k = 16$, about 2 points under the base's mean and just inside the band. With $d_k = 8$ the
-# perplexity also rose by 13%, just past the band: the one measure that agrees with the paper
-# outright. Both lines lost parameters (8.3M and 8.6M against 9.2M), as the paper's did (58M and
-# 60M against 65M), and, as there, the values kept their width, so what shrank is only the room
-# each head has to compare a query with a key. The paper's reading, that judging compatibility
-# needs room and a dot product may be too simple a judge, fits our numbers but is not proved by
-# them: the BLEU of both lines sits inside the band, so chance could still explain it.
+# **(B) Key width.** Both narrower keys scored lower: 17.7 with $d_k = 8$ and 17.6 with $d_k = 16$,
+# about 2 points under the base's mean and just inside the band. With $d_k = 8$ the perplexity also
+# rose by 13%, 2.2 standard deviations of the base's seeds: past our band, but by too little for a
+# band that is more likely too narrow than too wide, so it leans the paper's way without showing it.
+# Both lines lost parameters (8.3M and 8.6M against 9.2M), as the paper's did (58M and 60M against
+# 65M), and, as there, the values kept their width, so what shrank is only the room each head has to
+# compare a query with a key. The paper's reading, that judging compatibility needs room and a dot
+# product may be too simple a judge, fits our numbers but is not proved by them: the BLEU of both
+# lines sits inside the band, and the one perplexity past it only just, so chance could still
+# explain them.
 #
 # **(C) Depth and width.** This row is where our budget and the paper's part ways. Narrowing the
 # model to $d_{model} = 128$ lost 8 points (11.4) and raised perplexity by half, as the paper's
@@ -736,16 +743,20 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # The paper's lines run the opposite way: its shallowest (two layers, the match of our one) lost 2.1
 # BLEU, the most of its row, its four layers (our two) lost 0.5, and its eight (our four) 0.3, with
 # a slightly better perplexity; so only our four layers agree with it, and by far more. A smaller
-# feed-forward layer ($d_{ff} = 512$) scored 22.1, just above the band, where the paper's lost 0.4;
-# the larger one (2048) landed inside the band.
+# feed-forward layer ($d_{ff} = 512$) scored 22.1, just above the band, where the paper's lost 0.4.
+# That is 2.4 standard deviations of the base's seeds above their mean, with its perplexity inside
+# the band: a hint that it learns faster in a short run, not a finding. The larger one (2048)
+# landed inside the band.
 #
-# The pattern has a simple reading. The paper trained for 100,000 steps, long enough for every
-# line to use its capacity; we train for 700, where the question is which model *learns fastest*,
-# and a shallower stack does. We did not test why; two reasons are plausible: a smaller model has
-# fewer parameters to fit in 2.4 epochs, and the learning rate and warmup, chosen for three layers,
-# may be on the high side for four. The model's width ($d_{model}$) is the exception: more of it
-# helped at both budgets, in perplexity at the paper's and in both measures at ours (the
-# feed-forward layer's width did not). So row C does not contradict the paper; it measures a
+# The pattern has a simple reading. The paper trained for 100,000 steps, long enough for every line
+# to use its capacity; we train for 700, where the question is which model *learns fastest*, and a
+# shallower stack does. We did not test why; two reasons are plausible: a smaller model has fewer
+# parameters to fit in 2.4 epochs, and the learning rate and warmup, chosen for three layers, may be
+# on the high side for four. The model's width ($d_{model}$) is the exception: more of it helped at
+# both budgets, in perplexity at the paper's and in both measures at ours. The feed-forward layer's
+# width follows the pattern instead: a wider one helped at the paper's budget (perplexity 4.75
+# against 4.92, BLEU 26.2 against 25.8), while at ours the wider one stayed inside the band and the
+# narrower one came out ahead, if only just. So row C does not contradict the paper; it measures a
 # different thing. It did tell chapter 7 something: in a short run, fewer layers are not a
 # sacrifice. The recipe search of the lab notebook then tried two layers a side over chapter 7's
 # full twenty epochs, where they beat three as well, and chapter 7's recipe (and with it the class
@@ -756,14 +767,14 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # opposite, its worst line of row D (24.6 against 25.8). Both are right for their budgets. Dropout
 # guards against memorizing the training set, and in 2.4 epochs a model has had no time to memorize
 # anything; all dropout does then is add noise to every update, which slows learning. Raising it to
-# 0.2 slowed learning further (17.2, perplexity 13% higher, just past the band), in the same
-# direction as the paper's small loss. Chapter 7's hour, twenty epochs long, is where dropout earns
-# its keep, and the lab notebook (runs 4 to 6) found the same two sides there: little dropout helps
-# while the model is still learning, more helps once it starts to memorize, which is why chapter 7's
-# dropout rises from 0.1 to 0.3 over the run.
+# 0.2 slowed learning further (17.2, perplexity 13% higher, both just past the band: a hint), in the
+# same direction as the paper's small loss. Chapter 7's hour, twenty epochs long, is where dropout
+# earns its keep, and the lab notebook (runs 4 to 6) found the same two sides there: little dropout
+# helps while the model is still learning, more helps once it starts to memorize, which is why
+# chapter 7's dropout rises from 0.1 to 0.3 over the run.
 #
 # Label smoothing shows the paper's own caveat in miniature. Without it ($\epsilon_{ls} = 0$)
-# perplexity fell by 14%, beyond the band: a model trained to put all its probability on the
+# perplexity fell by 14%, just past the band: a model trained to put all its probability on the
 # reference word is less "perplexed" by it, which is the effect the paper describes (smoothing
 # hurts perplexity). Its BLEU (21.0) sat inside the band, so whether smoothing buys BLEU, as the
 # paper found, is too small to see here. With $\epsilon_{ls} = 0.2$ both measures stayed inside
@@ -829,13 +840,14 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
 # $d_{model} = 512$ cost 2.22, $d_{ff} = 2048$ 1.27, four layers 1.29 and 32 heads 1.18 (many
 # small matrices: the CPU's cost of more heads that this section's opening foresaw).
 #
-# So, does any variant beat the base beyond the band? Six do, at 700 steps: one layer a side
-# (+8.9 BLEU), two layers (+3.9), no dropout (+4.5), a smaller feed-forward layer (+2.6), a wider
-# model (+3.5) and learned positions (+3.5). Per minute, three of them are better still, since
-# their steps are clearly cheaper (one and two layers, and the smaller feed-forward layer); no
-# dropout saves a little (0.91, the random draws it skips, within the noise), learned positions
-# cost the same, and the wider model's gain costs more than twice the time: in the same minutes
-# the base could take more than twice the steps, so at equal time it may not win at all.
+# So, does any variant beat the base beyond the band? Six do, at 700 steps: one layer a side (+8.9
+# BLEU), two layers (+3.9), no dropout (+4.5), a smaller feed-forward layer (+2.6), a wider model
+# (+3.5) and learned positions (+3.5). The smaller feed-forward layer's gain is only just past the
+# band, so it is the least sure of the six. Per minute, three of them are better still, since their
+# steps are clearly cheaper (one and two layers, and the smaller feed-forward layer); no dropout
+# saves a little (0.91, the random draws it skips, within the noise), learned positions cost the
+# same, and the wider model's gain costs more than twice the time: in the same minutes the base
+# could take more than twice the steps, so at equal time it may not win at all.
 #
 # What this says about chapter 7's hour is less than it seems. The hour trains for twenty epochs
 # with twice the tokens per step, where capacity and regularization have time to pay, and the

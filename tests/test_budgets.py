@@ -172,3 +172,18 @@ def test_a_plan_kept_from_the_probe_of_first_meetings_still_loads_and_says_so(tm
     assert plan.training_seconds(100) == 100 * plan.seconds_per_step
     said = plan.describe(_tiny_recipe(max_minutes=60.0))
     assert "(measured over 24 steps):" in said and "trained once" not in said
+
+
+def test_the_plan_of_the_books_saved_wmt_run_does_not_disown_it():
+    """Chapter 8's saved run is its `sample` profile, which the 20-minute budget shortens to a few
+    hundred of the recipe's 100,000 steps on a CPU (section 10; here about 2.9 s a step, 78 steps
+    an epoch). Its plan says that the run trains less than its recipe, not that it is not the
+    book's run."""
+    from annotated.ch08_wmt import wmt_profile
+
+    profile, sample = wmt_profile("sample")
+    plan = fit_schedule(sample, 78, seconds_per_step=2.9, probe_seconds=90.0)
+    said = plan.describe(sample)
+    assert plan.shortened and f"{plan.steps:,} of the recipe's 100,000 steps" in said
+    assert "not the book's run" not in said
+    assert "trains less than its recipe" in said and "the recipe runs unchanged" in said
