@@ -402,10 +402,10 @@ def readme_without_make() -> list[str]:
 
 
 def _clone(folder: Path) -> None:
-    """What a clone of this checkout holds: its tracked files, as they stand, copied to `folder`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
-    )
+    """What a clone of this checkout holds: its tracked files, as they stand, copied to `folder`.
+    (The checkout is ours even where another user owns it, as in CI's container: safe.directory.)"""
+    git = ["git", "-c", f"safe.directory={ROOT}", "ls-files", "-z"]
+    listed = subprocess.run(git, cwd=ROOT, capture_output=True, check=True, timeout=60)
     for name in filter(None, listed.stdout.decode().split("\0")):
         if (ROOT / name).is_file():
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
