@@ -147,7 +147,7 @@ test-reader: $(STAMP) browser  ## the other lane: the site and the PDF in headle
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
 	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) $(SLOWEST) -p no:cacheprovider
 
-unit: $(STAMP)  ## the fast unit tests (about two minutes): no browser, package, student, nbval or slow-marked test
+unit: $(STAMP)  ## the fast unit tests (a minute and a half): no browser, package, student, nbval or slow-marked test
 	$(PY) -m pytest tests -m "not slow" $(addprefix --ignore ,$(READER_TESTS) tests/test_student.py)
 
 nbval: $(STAMP)  ## nbval on every notebook only

@@ -8,7 +8,7 @@
 # This chapter builds that path once, and the two translation chapters (7 for Multi30k, 8 for WMT)
 # both take it:
 #
-# 1. read a parallel corpus, checked against its published checksums (`annotated/datasets.py`);
+# 1. read a parallel corpus, checked against the checksums the book keeps (`annotated/datasets.py`);
 # 2. cut each sentence into **tokens**, either words or subwords, and glue tokens back into text;
 # 3. learn a **vocabulary** from the training split only, and save it with the settings that
 #    built it, since a model is useless without the exact vocabulary it was trained with;

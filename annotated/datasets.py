@@ -19,8 +19,8 @@ it ships with the book: in the checkout's `data/wmt14-toy-ende/` (committed, unl
 `data/`) and in the wheel as package data (`annotated/data/wmt14-toy-ende/`). Those files are looked
 for first; a mirror or the cache can still provide them if the book's copy is missing.
 
-Every file is checked against its sha256 before use. Files whose checksum is published (the
-book carries it as a constant) are checked against that. For files with no published checksum,
+Every file is checked against its sha256 before use. Files whose checksum the book records (a
+constant here: the data sets' own homes publish none) are checked against that. For the others,
 the check is *trust on first use*: the digest of the first copy seen (downloaded or found in the
 mirror) is recorded in `<cache_dir>/<data set>/SHA256SUMS.local`, and every later use is checked
 against that record.
@@ -318,7 +318,7 @@ def verified_files(
     network_down = ""  # after a failed connection, the other downloads would only wait and fail
     for file in files:
         expected = file.sha256.lower() if file.sha256 else recorded.get(file.name)
-        origin = "published" if file.sha256 else f"recorded on first use in {sums_path}"
+        origin = "recorded in the book" if file.sha256 else f"recorded on first use in {sums_path}"
         own = shipped_data_dir() / dataset / file.name
         if file.shipped and _shipped_copy(own, expected):
             found[file.name] = own
@@ -390,7 +390,8 @@ MULTI30K_SPLITS = (
     "test_2018_flickr",
 )
 MULTI30K_LANGUAGES = ("de", "en")  # German source, English target
-# Published checksums of the files the book trains and tests on. The 2017 and 2018 test sets have
+# The book's checksums of the files it trains and tests on, taken from the copies it was made
+# with (Multi30k's repository publishes none). The 2017 and 2018 test sets have
 # none here: they are trusted on first use (see the module's docstring).
 MULTI30K_SHA256 = {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
@@ -404,7 +405,7 @@ MULTI30K_PAIRS = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}  # sent
 
 
 def multi30k_files(split: str) -> dict[str, RemoteFile]:
-    """Language -> the Multi30k file of one split, with its URL and published checksum (if any)."""
+    """Language -> the Multi30k file of one split, with its URL and the book's checksum (if any)."""
     if split not in MULTI30K_SPLITS:
         raise ValueError(
             f"unknown Multi30k split {split!r}; the splits are {', '.join(MULTI30K_SPLITS)}"
