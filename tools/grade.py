@@ -242,10 +242,14 @@ def run_worker(job: dict, limits: Limits) -> tuple[list[dict], bool]:
             preexec_fn=_limiter(limits),
         )
         os.close(write_end)
+        records, timed_out = [], True
         try:
-            return _collect(process, json.dumps(job).encode(), read_end, limits.timeout)
+            records, timed_out = _collect(
+                process, json.dumps(job).encode(), read_end, limits.timeout
+            )
         finally:
-            _kill(process)
+            _end(process, grace=0 if timed_out else 5)
+        return records, timed_out
 
 
 def _collect(process, job: bytes, read_end: int, timeout: float) -> tuple[list[dict], bool]:
@@ -308,8 +312,12 @@ def _known_shape(record) -> bool:
     return record == {"done": True}
 
 
-def _kill(process: subprocess.Popen) -> None:
-    """The worker's whole session gone (the sandbox's namespace takes the rest with it)."""
+def _end(process: subprocess.Popen, grace: float) -> None:
+    """The worker's whole session gone: `grace` seconds to end by itself (it exits right after
+    its last line, and so its CPU time is counted as the grader's children's), then killed (the
+    sandbox's namespace takes everything it started with it)."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -381,7 +389,8 @@ def readable_roots() -> list[Path]:
 
 def sandbox_command(scratch: Path) -> list[str]:
     """bubblewrap around the worker (see the module docstring for what it shows and allows)."""
-    command = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net"]
+    command = ["bwrap", "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-pid"]
+    command += ["--unshare-net"]
     command += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--clearenv"]
     for name, value in worker_environment("/scratch").items():
         command += ["--setenv", name, value]
