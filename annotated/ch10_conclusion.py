@@ -78,7 +78,7 @@
 #   6, the same recipe with three layers a side, gave 39.55 and 38.07 on an AMD EPYC.
 # * **Chapter 8, WMT 2014.** The paper's recipe from start to finish on a 10,000-pair sample, run on
 #   a CPU: 0.35 sacreBLEU after 20 minutes on the AMD EPYC of the benchmark record (chapter 8's
-#   notebook shows a float32 run on a CPU without bf16, which held fewer steps and scored less),
+#   notebook shows a later run on the same kind of CPU, with more steps and about the same score),
 #   a check that the pipeline works and not a result. The same code trains on the full data on
 #   GPUs under `torchrun`, and DDP was checked to take the same steps as one process (dropout
 #   off).
