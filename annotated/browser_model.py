@@ -58,7 +58,7 @@ from annotated.spacy_rules import tokenizer_rules
 
 GROUP = 64  # weights that share one scale, along a row
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
-BUDGET = 9_450_000  # bytes for the quantized matrices: the page's files stay under 10 MB in all
+BUDGET = 9_640_000  # bytes for the quantized matrices: the page's files stay under 10 MB in all
 CALIBRATION = 120  # validation sentences whose logits measure each matrix's sensitivity
 REFERENCE = 200  # test2016 sentences translated for the browser test
 FORMAT = 1  # the manifest's format; the page refuses another
