@@ -147,6 +147,16 @@ def make_variable(name: str) -> list[str]:
     return re.search(rf"^{name}\s*:=(.*)$", makefile(), re.M).group(1).split()
 
 
+def stated(text: str, patterns: dict[str, str], read) -> dict:
+    """What the guide states: for each pattern found (its spaces match any white space), `read`
+    of its first group."""
+    return {
+        what: read(match.group(1))
+        for what, pattern in patterns.items()
+        if (match := re.search(pattern.replace(" ", r"\s+"), text))
+    }
+
+
 def stated_limits(text: str) -> dict[str, int]:
     """The sizes the guide says tests/test_layout.py holds."""
     found = {
@@ -154,11 +164,7 @@ def stated_limits(text: str) -> dict[str, int]:
         "notebook code lines": r"no chapter notebook over (\d+) lines of code",
         "code line characters": r"holds the code's (\d+) characters a line",
     }
-    return {
-        what: int(match.group(1))
-        for what, pattern in found.items()
-        if (match := re.search(pattern.replace(" ", r"\s+"), text))
-    }
+    return stated(text, found, int)
 
 
 def test_the_guide_states_the_layout_tests_limits():
@@ -207,11 +213,7 @@ def stated_nbval_chapters(text: str) -> dict[str, set[int]]:
         "make nbval-kernels": r"nbval on the chapters that need no data \(([\d\s,andto-]+)\)",
         "same outputs": r"it executes chapters ([\d\s,andto-]+?) \(those that need no",
     }
-    return {
-        what: chapters(match.group(1))
-        for what, pattern in found.items()
-        if (match := re.search(pattern.replace(" ", r"\s+"), text))
-    }
+    return stated(text, found, chapters)
 
 
 def test_the_chapters_each_nbval_run_executes_are_the_makefiles():
