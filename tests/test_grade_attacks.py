@@ -51,6 +51,17 @@ return scores.softmax(dim=-1) @ value
 SOLVED_1_3 = "return torch.ones(1, size, size, dtype=torch.bool).tril()"
 WRONG_1_3 = "return torch.zeros(1, size, size, dtype=torch.bool)"
 UNSOLVED = 'raise NotImplementedError("exercise: write your answer here")'
+FORGED_RECORDS = """
+            import os
+            junk = (b'{"cell": [1], "raised": "x"}\\n{"exercise": {"a": 1}}\\n'
+                    b'{"exercise": "1.2", "outcomes": [5, {"value": {"$tensor": 3}}]}\\n'
+                    b'{"exercise": "1.3", "outcomes": "all passed"}\\n\\xff\\xfe junk\\n')
+            for name in os.listdir("/proc/self/fd"):  # whichever is the grader's channel
+                try:
+                    os.write(int(name), junk)
+                except OSError:
+                    pass
+            """
 pytestmark = pytest.mark.slow
 
 
@@ -271,19 +282,6 @@ def attacks(base: Path, port: int) -> dict:
             "print('✓ exercise 1.3 (the subsequent mask): ok', flush=True)\nos._exit(0)"
         ),
         "a-not-json": "{ this is not a notebook",
-        "a-bad-records": answering(
-            before="""
-            import os
-            junk = (b'{"cell": [1], "raised": "x"}\\n{"exercise": {"a": 1}}\\n'
-                    b'{"exercise": "1.2", "outcomes": [5, {"value": {"$tensor": 3}}]}\\n'
-                    b'{"exercise": "1.3", "outcomes": "all passed"}\\n\\xff\\xfe junk\\n')
-            for name in os.listdir("/proc/self/fd"):  # whichever is the grader's channel
-                try:
-                    os.write(int(name), junk)
-                except OSError:
-                    pass
-            """
-        ),
         '=HYPERLINK("grades.example","a")': answering(SOLVED_1_2, SOLVED_1_3),
         "a-linked": None,  # a link to the teacher's answers (made below)
         **honest(),
@@ -347,8 +345,13 @@ def test_no_process_outlives_the_grading(shared_class):
     assert left.stdout.strip() == "", "a student's process is still running"
 
 
-def test_records_forged_on_the_graders_channel_cost_only_their_author(shared_class):
-    assert "pass" not in shared_class.status("a-bad-records").values()
+def test_records_forged_on_the_graders_channel_cost_only_their_author(tmp_path):
+    """Ill-formed and forged lines written on every descriptor the student's process holds (the
+    grader's channel among them): graded on its own, since they stopped e7b354d's grader, which
+    read the student's output as text, before any other attack could show."""
+    graded = alone(tmp_path, answering(before=FORGED_RECORDS))
+    honest_rows_right(graded)
+    assert "pass" not in graded.status("a-attacker").values()
 
 
 def test_a_notebook_that_is_not_json_costs_only_its_row(shared_class):
