@@ -45,6 +45,7 @@ import platform
 import re
 import resource
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -281,8 +282,6 @@ def _collect(process, job: bytes, read_end: int, timeout: float) -> tuple[list[d
 
 
 def _wait_readable(channel, seconds: float) -> bool:
-    import select
-
     return bool(select.select([channel], [], [], seconds)[0])
 
 
