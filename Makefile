@@ -210,12 +210,12 @@ class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memor
 FOLDER ?= _build/class-data
 SETS   ?= multi30k
 class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
-	$(PY) -m annotated.datasets $(FOLDER) --sets $(SETS)
+	$(PY) -m annotated.base.datasets $(FOLDER) --sets $(SETS)
 
 # The page's files are committed: after retraining chapter 7 (and re-executing its notebook), run
 # this and commit site/try/; tests/test_try_page.py fails until then.
 try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) for the site's "Try the model" page, into site/try/
-	$(PY) -m annotated.browser_model
+	$(PY) -m annotated.export.browser_model
 
 bench-try: $(STAMP) browser  ## benchmark: the "Try the model" page in headless Chromium, model load and a 20-word translation; writes benchmarks/results/try.json
 	$(PY) benchmarks/bench_try.py

@@ -201,7 +201,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # keys of width 64, with a mask.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import attention_flow
+# from annotated.figures.ch01_attention import attention_flow
 #
 # attention_flow(
 #     torch.zeros(2, 5, 64), torch.zeros(2, 7, 64), torch.zeros(2, 7, 64),
@@ -615,7 +615,7 @@ class MultiHeadAttention(nn.Module):
 # other sizes gives another drawing.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import multi_head_flow
+# from annotated.figures.ch01_attention import multi_head_flow
 #
 # multi_head_flow(mha, length=10)
 

@@ -147,14 +147,14 @@ class ModelConfig:
 # ### The map of this chapter
 #
 # Here is where the chapter is going: the paper's Figure 1, drawn by the book from the model this
-# chapter builds, with the paper's base sizes. `architecture` (in `annotated/drawings.py`) walks a
+# chapter builds, with the paper's base sizes. `architecture` (in `annotated/figures/ch02_model.py`) walks a
 # built model's modules and draws what it finds: one layer of each stack with its count $N$
 # beside it, each sub-layer with its residual path and normalization, and the shape of the
 # tensor on each arrow ($B$ sentences of $S$ source and $T$ target tokens). Each section below
 # draws it again, with the parts built so far in full and the new one outlined in red.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import architecture, architecture_of
+# from annotated.figures.ch02_model import architecture, architecture_of
 #
 # paper = architecture_of(ModelConfig(src_vocab=37000, tgt_vocab=37000, share_embeddings=True))
 # architecture(paper)

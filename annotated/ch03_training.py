@@ -20,7 +20,7 @@
 # What only serves the lesson lives beside it: the charts' code (and the loss curve computed for
 # one of them) in `annotated/figures/ch03_training.py`, the exercises' checks in
 # `annotated/exercises/ch03_training.py`, and the checkpoint files and the sums over processes in
-# `annotated/checkpoints.py` and `annotated/distributed.py`.
+# `annotated/base/checkpoints.py` and `annotated/base/distributed.py`.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -72,6 +72,11 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from annotated.base.checkpoints import resume, save_training
+from annotated.base.devices import PRECISIONS, LossScaling, chosen_precision
+from annotated.base.distributed import rank_and_world, sum_over_processes
+from annotated.base.fast_step import smoothed_kl
+from annotated.base.files import folder_lock
 from annotated.ch01_attention import padding_mask, subsequent_mask
 from annotated.ch02_model import (
     EncoderDecoder,
@@ -79,18 +84,13 @@ from annotated.ch02_model import (
     PositionalEncoding,
     SublayerConnection,
 )
-from annotated.checkpoints import resume, save_training
-from annotated.devices import PRECISIONS, LossScaling, chosen_precision
-from annotated.distributed import rank_and_world, sum_over_processes
-from annotated.fast_step import smoothed_kl
-from annotated.files import folder_lock
 
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import ModelConfig, make_model
 # from annotated.figures import use_book_charts
-# from annotated.threads import use_fair_threads
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 # _ = torch.manual_seed(0)
 
@@ -202,14 +202,14 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # print(example.tgt_mask[1].int())
 
 # %% [markdown]
-# The same as a picture, drawn from a batch by `teacher_forcing` (in `annotated/drawings.py`):
+# The same as a picture, drawn from a batch by `teacher_forcing` (in `annotated/figures/ch03_training.py`):
 # the first sentence's target cut into what the decoder reads and what it must write, and, below,
 # its mask read from `tgt_mask` itself, one row per position. Reading the grid row by row is
 # reading teacher forcing: position 3 sees `<s>` and the first two words, and must say the third.
 # The ids are named here by hand; with a real vocabulary they are its words.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import teacher_forcing
+# from annotated.figures.ch03_training import teacher_forcing
 #
 # teacher_forcing(example, ["<s>", "a", "dog", "runs", "</s>"], row=0)
 
@@ -642,7 +642,7 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 #   large factor before the backward pass, so that small gradients do not round to zero in
 #   float16's narrow range, and the gradients are divided by it before the optimizer step, which
 #   is skipped if they overflowed. Anything else, MPS included, trains in float32. `"bf16"`,
-#   `"fp16"` (CUDA only) and `"fp32"` choose one outright; `annotated/devices.py` has the rules.
+#   `"fp16"` (CUDA only) and `"fp32"` choose one outright; `annotated/base/devices.py` has the rules.
 # * **Data by step number.** The loop asks a `batches(step)` function for the micro-batches of
 #   each step. Because the data of step $s$ depends only on $s$, a run resumed from a checkpoint
 #   sees exactly the data it would have seen.
@@ -712,7 +712,7 @@ def evaluate(
 # up), the gradients accumulate, and the optimizer and the learning-rate schedule take one step.
 # A loss that is not a finite number stops training at once with a message saying what to try.
 # The loss is `label_smoothing_loss`'s, computed by a faster route to the same value:
-# `smoothed_kl` (in `annotated/fast_step.py`) writes out its gradient, $\mathrm{softmax}(z) - q$,
+# `smoothed_kl` (in `annotated/base/fast_step.py`) writes out its gradient, $\mathrm{softmax}(z) - q$,
 # instead of letting autograd differentiate each operation; chapter 7 profiles the step and
 # explains why that pays. `loss_function` takes any other loss of the same signature.
 # In float16, `scaling` multiplies the loss and divides the gradients back (above); in bfloat16
@@ -723,7 +723,7 @@ def evaluate(
 # trains on its own micro-batches, and two small sums over the processes keep them in step: the
 # step's tokens (so that every gradient is divided by the tokens of the whole step, not of one
 # process's share) and its loss (for the history). Those sums are `sum_over_processes` in
-# `annotated/distributed.py`; with one process they return their input.
+# `annotated/base/distributed.py`; with one process they return their input.
 
 
 # %%
@@ -777,7 +777,7 @@ def train_step(
 # processes, only the first writes checkpoints, and a stop is agreed by all (a third sum over the
 # processes), or the others would wait for the missing one forever.
 #
-# Checkpoints are plain `torch.save` files, written atomically by `annotated/checkpoints.py`. Each
+# Checkpoints are plain `torch.save` files, written atomically by `annotated/base/checkpoints.py`. Each
 # carries both configurations; loading one into a model or a run with a different configuration
 # is refused with a message naming the fields that differ, instead of failing later with a shape
 # error or, worse, training on silently. They are read with `weights_only=True`: tensors,

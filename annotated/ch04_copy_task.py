@@ -70,9 +70,9 @@ from annotated.ch03_training import (
 
 # %% tags=["active-ipynb"]
 # from annotated.figures import use_book_charts
-# from annotated.threads import use_fair_threads
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 # _ = torch.manual_seed(0)
 
@@ -372,7 +372,7 @@ def train_copy_model(
 # $1 + 2 + \dots + (n + 1)$ positions through the decoder; chapter 6 removes that waste.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import decoding_steps
+# from annotated.figures.ch04_copy_task import decoding_steps
 #
 # shown = min(examples, key=lambda s: abs(len(s) - 5))  # one of about five symbols
 # copied = copy_sequences(model, COPY_SETUP["task"], [shown])[0]

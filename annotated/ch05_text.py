@@ -8,7 +8,7 @@
 # This chapter builds that path once, and the two translation chapters (7 for Multi30k, 8 for WMT)
 # both take it:
 #
-# 1. read a parallel corpus, checked against the checksums the book keeps (`annotated/datasets.py`);
+# 1. read a parallel corpus, checked against the checksums the book keeps (`annotated/base/datasets.py`);
 # 2. cut each sentence into **tokens**, either words or subwords, and glue tokens back into text;
 # 3. learn a **vocabulary** from the training split only, and save it with the settings that
 #    built it, since a model is useless without the exact vocabulary it was trained with;
@@ -73,9 +73,9 @@ from pathlib import Path
 import sentencepiece as spm
 import spacy
 
+from annotated.base.datasets import read_multi30k
+from annotated.base.files import atomic_write, read_vocabulary_file
 from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
-from annotated.datasets import read_multi30k
-from annotated.files import atomic_write, read_vocabulary_file
 
 # %% tags=["active-ipynb"]
 # import pandas as pd
@@ -186,8 +186,8 @@ def detokenize(tokens: Sequence[str]) -> str:
 # A vocabulary is part of a trained model as much as its weights: the same id must mean the same
 # word in training and in translation. So it is saved next to the checkpoint with the settings
 # that built it (language, `min_freq`, the training data), and loading refuses a file built
-# differently. (`read_vocabulary_file` in `annotated/files.py` reads and checks such a file;
-# `save_vocabularies` in `annotated/runs.py` puts a corpus's vocabularies in a run folder.)
+# differently. (`read_vocabulary_file` in `annotated/base/files.py` reads and checks such a file;
+# `save_vocabularies` in `annotated/training/runs.py` puts a corpus's vocabularies in a run folder.)
 #
 # Both kinds of vocabulary in this chapter, words here and subwords below, offer the same small
 # interface, `Vocabulary`: `split` cuts texts into tokens, `encode` and `decode` map tokens to ids

@@ -80,9 +80,9 @@ from annotated.ch05_text import Corpus, Vocabulary
 # from annotated.ch02_model import ModelConfig, make_model
 # from annotated.ch04_copy_task import greedy_decode
 # from annotated.figures import use_book_charts
-# from annotated.threads import use_fair_threads
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
 # %% [markdown]
@@ -230,7 +230,7 @@ def greedy_decode_cached(
 # are read back from the cache.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import decoding_steps
+# from annotated.figures.ch04_copy_task import decoding_steps
 #
 # toy_words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(3, 50)]
 # shown = next(out for out in cached if not {toy_specials.pad, toy_specials.bos} & set(out[:6]))
@@ -477,7 +477,7 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # differ); the assertion checks that the trace's winner for $\alpha = 2.5$ is the search's output.
 
 # %% tags=["active-ipynb"]
-# from annotated.drawings import beam_tree
+# from annotated.figures.ch06_decoding import beam_tree
 #
 # _ = torch.manual_seed(15)
 # tree_toy = make_model(ModelConfig(50, 50, N=2, d_model=64, d_ff=128, h=4)).double()
@@ -512,7 +512,7 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # A `Translator` is a model with its two vocabularies: text in, text out. It is written against
 # chapter 5's `Vocabulary` interface only, so the same class serves words and subwords: `split`
 # and `encode` the source, decode, `decode` the ids into tokens and `join` them into text. An
-# empty input line gives an empty output line. `load_translator` (in `annotated/runs.py`) reads
+# empty input line gives an empty output line. `load_translator` (in `annotated/training/runs.py`) reads
 # a run folder (or one of its checkpoints) and finds the vocabularies saved beside it. The
 # command-line filter `python -m annotated.translate` is a thin wrapper around the two that keeps
 # exactly one output line per input line whatever the input holds (a line of broken UTF-8, an

@@ -15,7 +15,7 @@
 # notebook") with what each showed and what a reader could try next.
 #
 # **Profiles.** Training for an hour is not something a test suite can do on every change. The
-# run reads its sizes from one `RunConfig` (`annotated/runs.py`); the environment variable
+# run reads its sizes from one `RunConfig` (`annotated/training/runs.py`); the environment variable
 # `ANNOTATED_PROFILE=smoke` selects a tiny one (a small model, a few steps) that runs the same code
 # in a minute. This notebook was executed with the full profile, and its outputs are the real run's.
 # Section 1 adds two more: `class`, for a lecture, and `long`, for a CPU that has time to spare.
@@ -73,7 +73,7 @@ from annotated.ch06_decoding import (
     beam_search,
     evaluate_split,
 )
-from annotated.runs import (
+from annotated.training.runs import (
     Run,
     RunConfig,
     pick_profile,
@@ -90,10 +90,10 @@ from annotated.runs import (
 #     attention_maps,
 #     training_chart,
 # )
-# from annotated.runs import RUNS_DIR, final_scores
-# from annotated.threads import use_fair_threads
+# from annotated.training.runs import RUNS_DIR, final_scores
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
 # %% [markdown]
@@ -122,7 +122,7 @@ from annotated.runs import (
 #
 # The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
 # time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
-# rather than cuts. Before the first step, `train_run` (in `annotated/runs.py`) times a few steps
+# rather than cuts. Before the first step, `train_run` (in `annotated/training/runs.py`) times a few steps
 # of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of what the
 # hour leaves after the probe's own minute or so (the rest is a margin for steps that turn out
 # slower than the probe measured), the run is the
@@ -239,7 +239,7 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 #
 # `train_multi30k` reads the corpus with chapter 5's word vocabularies, saves them in the run
 # folder (or checks that the ones there are the same), and hands over to `train_run`
-# (`annotated/runs.py`), which chapter 8 uses for WMT too. It runs chapter 3's `train`: the batches
+# (`annotated/training/runs.py`), which chapter 8 uses for WMT too. It runs chapter 3's `train`: the batches
 # of step $s$ come from chapter 5's `BatchPlan`, the checkpoint holds the model, optimizer,
 # scheduler and random states, and every half epoch the run scores the validation set with greedy
 # decoding, writes a checkpoint and keeps a snapshot of the weights. The run folder ends up with
@@ -316,7 +316,7 @@ def train_multi30k(
 # The hour is about 3,000 repetitions of one training step, so every millisecond a step loses
 # costs the run three seconds, and halving the step halves the wait. Before changing anything,
 # measure. PyTorch's profiler (`torch.profiler`) records each operation a step runs and the CPU
-# time it took; `step_profiles` (in `annotated/profiling.py`) trains a fresh copy of this recipe's
+# time it took; `step_profiles` (in `annotated/training/profiling.py`) trains a fresh copy of this recipe's
 # model on eight of its own steps, once to set up memory and kernels and once under the profiler,
 # and adds the time up into six parts: the matrix products, the loss over the vocabulary (its
 # forward and backward operations), the dtype casts that bf16 autocast inserts, the optimizer, the
@@ -329,7 +329,7 @@ def train_multi30k(
 # # NBVAL_IGNORE_OUTPUT
 # # (CPU times differ from machine to machine, and from run to run)
 # from annotated.figures.ch07_multi30k import step_profile_chart
-# from annotated.profiling import step_profiles
+# from annotated.training.profiling import step_profiles
 #
 # profiles = step_profiles(config, run.corpus)
 # per_step = profiles.groupby("step", sort=False)["ms per step"].sum()
@@ -356,7 +356,7 @@ def train_multi30k(
 # runs at the speed of memory rather than of arithmetic.
 #
 # What the book's step does instead, without changing what the model computes
-# (`annotated/fast_step.py`; `tests/test_fast_step.py` checks each against the formula it
+# (`annotated/base/fast_step.py`; `tests/test_fast_step.py` checks each against the formula it
 # replaces):
 #
 # * **The loss with its gradient written out.** The gradient of $KL(q \,\|\, \mathrm{softmax}(z))$
@@ -688,7 +688,7 @@ def traced_search(
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
-# from annotated.drawings import beam_tree
+# from annotated.figures.ch06_decoding import beam_tree
 #
 # trace, target_words = traced_search(walk_model, sentence)
 # beam_tree(trace, target_words, alphas=(0.6, 2.5))
@@ -796,7 +796,7 @@ def traced_search(
 #
 # **7.2 Implement** checkpoint averaging (section 6.1), `my_average(state_dicts)`: the element-wise
 # mean of a list of state dicts with the same keys, computed in float64 and returned in float32,
-# as `average_snapshots` (in `annotated/runs.py`) does with the snapshot files.
+# as `average_snapshots` (in `annotated/training/runs.py`) does with the snapshot files.
 #
 # **7.3 Modify.** Train the `class` profile with pre-norm blocks, `norm_first=True`, and a peak
 # rate fit for them, `lr_factor=0.7` (the lab notebook's pre-norm recipe; the class profile's

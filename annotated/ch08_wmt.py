@@ -26,7 +26,7 @@
 #
 # The pieces come from the chapters before: chapter 5's subword vocabulary and token batches,
 # chapter 6's decoders, translator and scores (the paper's tokenized BLEU among them), and the run
-# machinery of `annotated/runs.py` that chapter 7 trained Multi30k with. What is new here is the
+# machinery of `annotated/training/runs.py` that chapter 7 trained Multi30k with. What is new here is the
 # data, the accumulation of micro-batches into one large step, the comparison with the paper's
 # Table 2, and the scale-out to several processes.
 #
@@ -88,6 +88,10 @@ import pandas as pd
 import torch
 from sacremoses import MosesDetokenizer
 
+from annotated.base.checkpoints import read_checkpoint
+from annotated.base.datasets import read_wmt14
+from annotated.base.devices import DEVICE_ENV
+from annotated.base.distributed import cuda_gpus, process_group_backend, rank_and_world
 from annotated.ch05_text import (
     BatchPlan,
     Corpus,
@@ -95,11 +99,7 @@ from annotated.ch05_text import (
     subword_corpus,
 )
 from annotated.ch06_decoding import tokenized_bleu
-from annotated.checkpoints import read_checkpoint
-from annotated.datasets import read_wmt14
-from annotated.devices import DEVICE_ENV
-from annotated.distributed import cuda_gpus, process_group_backend, rank_and_world
-from annotated.runs import (
+from annotated.training.runs import (
     Run,
     RunConfig,
     final_scores,
@@ -115,10 +115,10 @@ from annotated.runs import (
 # from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 # from annotated.figures import use_book_charts
 # from annotated.figures.ch07_multi30k import training_chart  # chapter 7's curves
-# from annotated.runs import RUNS_DIR
-# from annotated.threads import use_fair_threads
+# from annotated.training.runs import RUNS_DIR
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
 # %% [markdown]
@@ -129,7 +129,7 @@ from annotated.runs import (
 # news commentary). It tunes on newstest2013 and reports newstest2014, two sets of news articles
 # translated by professionals for the yearly WMT shared task.
 #
-# `annotated/datasets.py` reads two variants, both as aligned `train`, `val` (newstest2013) and
+# `annotated/base/datasets.py` reads two variants, both as aligned `train`, `val` (newstest2013) and
 # `test` (newstest2014) files:
 #
 # * **`toy`**: a 10,000-pair sample of the training data with both dev and test sets. No public
@@ -194,7 +194,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # %% [markdown]
 # ## 3. The configuration: the paper's models and ours (sections 5.2–5.4, Table 3)
 #
-# `WMTConfig` is the run configuration of `annotated/runs.py`, whose defaults are the paper's
+# `WMTConfig` is the run configuration of `annotated/training/runs.py`, whose defaults are the paper's
 # **base** model and recipe, with three fields more: which data, the tokens of one optimizer step,
 # and a length limit for training pairs. The profiles change what must change.
 #
@@ -438,7 +438,7 @@ def step_plan(config: WMTConfig, corpus: Corpus, processes: int = 1) -> dict:
 # ## 7. Training, averaging and decoding (sections 5.2–5.4, 6.1)
 #
 # `train_wmt` builds the corpus, saves the vocabulary in the run folder, and hands everything to
-# `train_run` (`annotated/runs.py`), as chapter 7 does for Multi30k: the paper's Adam settings and equation 3, label smoothing 0.1, dropout,
+# `train_run` (`annotated/training/runs.py`), as chapter 7 does for Multi30k: the paper's Adam settings and equation 3, label smoothing 0.1, dropout,
 # a checkpoint and a validation BLEU (greedy, on part of newstest2013) at each evaluation, a
 # snapshot of the weights there, and at the end the average of the last `average_last` snapshots
 # (section 6.1: 5 for base, 20 for big). A stopped run resumes where it was.
@@ -507,7 +507,7 @@ def wmt_scores(run: Run) -> pd.DataFrame:
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # print(scores["BLEU signature"][0])
-# from annotated.datasets import WMT14_TEST_SETS
+# from annotated.base.datasets import WMT14_TEST_SETS
 #
 # print("test set:", WMT14_TEST_SETS[run.config.data])
 
@@ -600,17 +600,17 @@ def table_2() -> pd.DataFrame:
 #   process group: **nccl** between GPUs, one GPU a process, where the machine has a GPU for each
 #   process; **gloo** between CPU processes everywhere else, a machine with fewer GPUs than
 #   processes included (its processes then train on the CPU; `process_group_backend` in
-#   `annotated/distributed.py` makes the choice).
+#   `annotated/base/distributed.py` makes the choice).
 # * Chapter 5's `BatchPlan` gives every process the same shuffled order of batches and lets
 #   process $r$ take every $P$-th batch of each step, starting at the $r$-th.
 # * Chapter 3's `train_step` needs the step's gradient per target token, summed over every
 #   process's micro-batches and divided by the tokens of the *whole* step (one small all-reduce of
-#   the token counts, `sum_over_processes` in `annotated/distributed.py`). DDP, though, *averages*
+#   the token counts, `sum_over_processes` in `annotated/base/distributed.py`). DDP, though, *averages*
 #   the $P$ processes' gradients, dividing their sum by $P$. So each process divides its loss by
 #   the step's tokens over $P$ (`tokens / world` in its code), and DDP's division by $P$ leaves
 #   exactly the per-token gradient of the one large batch. Around it, `train` writes checkpoints
 #   from process 0 only, and stops all processes together.
-# * `train_run` (`annotated/runs.py`) evaluates and keeps snapshots on process 0 only.
+# * `train_run` (`annotated/training/runs.py`) evaluates and keeps snapshots on process 0 only.
 #
 # Is it right? `ddp_check` trains a small model for a few steps twice, with identical global
 # batches: once as one process accumulating 2 micro-batches per step, once as two processes with

@@ -69,14 +69,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from annotated.base.machine import Timing, describe
 from annotated.ch02_model import count_parameters
 from annotated.ch03_training import evaluate
 from annotated.ch05_text import Corpus, load_multi30k, make_batch, token_batches
 from annotated.ch06_decoding import DecodeConfig, evaluate_split
 from annotated.ch07_multi30k import train_multi30k
-from annotated.machine import Timing, describe
-from annotated.runs import RUNS_DIR, RunConfig, pick_profile
-from annotated.sweeps import (
+from annotated.training.runs import RUNS_DIR, RunConfig, pick_profile
+from annotated.training.sweeps import (
     RESULTS_DIR,
     Job,
     config_folder,
@@ -91,9 +91,9 @@ from annotated.sweeps import (
 # from IPython.display import display
 #
 # from annotated.figures import use_book_charts
-# from annotated.threads import use_fair_threads
+# from annotated.base.threads import use_fair_threads
 #
-# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/threads.py)
+# use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
 # %% [markdown]
@@ -406,13 +406,13 @@ def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
 # * **Parameters**, and **training minutes** (the steps' own time, evaluation left out). Minutes can
 #   be compared only between lines trained on the same machine under the same load, so each line
 #   also records the machine, the load average before and after it ran, and the share of the CPU
-#   the process got (`annotated/machine.py`).
+#   the process got (`annotated/base/machine.py`).
 #
 # `run_table3` goes through a sweep's lines in order, skips each one already recorded with the same
 # configuration, and rewrites the record after every line (atomically, so it is never left
 # half-written). `make table3` can therefore be stopped at any moment and started again: at most the
 # line in progress is retrained, and only from its last checkpoint. The machinery it shares with
-# the other sweep of the book, the recipe search for chapter 7, is in `annotated/sweeps.py`.
+# the other sweep of the book, the recipe search for chapter 7, is in `annotated/training/sweeps.py`.
 
 
 # %%
@@ -805,7 +805,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # threads, the other lines by two workers side by side (one thread each, to measure more lines an
 # hour; `N 1`, added later, alone, first with one thread and then two), and whatever else ran on the machine at the time slowed some lines more than others. So
 # `step_costs` measures the price separately and fairly (with `config_step_costs` in
-# `annotated/sweeps.py`, which the recipe search uses too): every variant trains the same 12
+# `annotated/training/sweeps.py`, which the recipe search uses too): every variant trains the same 12
 # batches with chapter 3's `train`, in one process with the machine to itself, in three rounds
 # that alternate between the variants so that a change in the machine's load touches all of them
 # alike. A variant's cost is its median seconds per step, divided by the base's.
@@ -822,7 +822,7 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
-# from annotated.sweeps import recorded_step_costs
+# from annotated.training.sweeps import recorded_step_costs
 #
 # measure_costs = (lambda: step_costs(sweep)) if profile == "smoke" else None  # CI measures its own
 # costs = recorded_step_costs(sweep.results, measure_costs, "make table3")

@@ -20,12 +20,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from annotated.base.devices import training_device
+from annotated.base.files import atomic_write
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import TrainConfig, train
 from annotated.ch05_text import BatchPlan, Vocab
 from annotated.ch08_wmt import setup_distributed, teardown_distributed
-from annotated.devices import training_device
-from annotated.files import atomic_write
 
 # Sixteen made-up words; the specials (and their ids) come from the vocabulary, as everywhere.
 VOCAB = Vocab.build([[f"w{i}" for i in range(16)]], min_freq=1, language="synthetic")

@@ -20,7 +20,7 @@ import math
 import sys
 from pathlib import Path
 
-from annotated.files import FolderInUseError
+from annotated.base.files import FolderInUseError
 
 TASKS = ("multi30k", "wmt")
 COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
@@ -104,8 +104,8 @@ def with_budget(config, args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Train (or resume, or load) the run the arguments describe, then print its scores."""
-    from annotated.runs import RUNS_DIR, final_scores
-    from annotated.threads import use_fair_threads
+    from annotated.base.threads import use_fair_threads
+    from annotated.training.runs import RUNS_DIR, final_scores
 
     use_fair_threads()
 
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         print(scores[columns].to_string(index=False))
         print(scores["BLEU signature"][0])
         if args.task != "multi30k":
-            from annotated.datasets import WMT14_TEST_SETS
+            from annotated.base.datasets import WMT14_TEST_SETS
 
             print("test set:", WMT14_TEST_SETS[config.data])
     return 0

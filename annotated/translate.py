@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from annotated.files import runs_dir
+from annotated.base.files import runs_dir
 
 # The Multi30k runs `python -m annotated.train multi30k` writes, the longest trained first
 # (chapter 7's profiles: long, full, class, smoke).
@@ -190,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"translate: {message}", file=sys.stderr, flush=True)
 
     # Late imports: --help stays instant.
+    from annotated.base.threads import use_fair_threads
     from annotated.ch07_multi30k import PROFILES
-    from annotated.runs import load_translator
-    from annotated.threads import use_fair_threads
+    from annotated.training.runs import load_translator
 
     use_fair_threads(quiet=True)  # stdout carries the translations only
     fallback = PROFILES["full"].decoding

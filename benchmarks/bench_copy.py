@@ -22,10 +22,10 @@ import time
 import torch
 from common import Timing, describe, write_results
 
+from annotated.base.threads import use_fair_threads
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
 from annotated.ch04_copy_task import COPY_SETUP, train_copy_model
-from annotated.threads import use_fair_threads
 
 
 def seconds_per_step(

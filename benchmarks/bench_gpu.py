@@ -23,10 +23,10 @@ import time
 import torch
 from common import describe, write_results
 
-from annotated import fast_step
+from annotated.base import fast_step
+from annotated.base.threads import use_fair_threads
 from annotated.ch01_attention import MultiHeadAttention, fused_attention_pays
 from annotated.ch03_training import label_smoothing_loss
-from annotated.threads import use_fair_threads
 
 CUDA = torch.device("cuda")
 
@@ -122,7 +122,7 @@ def loss_check(tokens: int = 3000, vocab: int = 6190, repeats: int = 50) -> dict
 def training() -> dict:
     """Chapter 7's full recipe on this GPU: the plan, the run, its scores."""
     from annotated.ch07_multi30k import profile_config, train_multi30k
-    from annotated.runs import RUNS_DIR, final_scores, saved_scores
+    from annotated.training.runs import RUNS_DIR, final_scores, saved_scores
 
     _, config = profile_config("full")
     run = train_multi30k(config, RUNS_DIR / "multi30k-gpu")

@@ -39,14 +39,14 @@ from common import Timing, describe, write_results
 from torch.utils.flop_counter import FlopCounterMode
 
 import annotated
+from annotated.base.fast_step import smoothed_kl
+from annotated.base.threads import use_fair_threads
 from annotated.ch03_training import autocast, use_bf16
 from annotated.ch04_copy_task import greedy_decode
 from annotated.ch05_text import padding_fraction, token_batches
 from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
-from annotated.fast_step import smoothed_kl
-from annotated.runs import RUNS_DIR, final_scores, saved_scores
-from annotated.threads import use_fair_threads
+from annotated.training.runs import RUNS_DIR, final_scores, saved_scores
 
 CPU = torch.device("cpu")
 

@@ -8,7 +8,7 @@ on the machine and on what shared it). A candidate trains in runs/recipes/<name>
 resumes from its checkpoint if stopped; as soon as it is scored, its line goes into
 benchmarks/results/recipes.json (atomically, under a lock), so running the command again trains
 only what is missing. Two workers of one thread each share the list, each claiming the candidate
-it trains (the sweep machinery of annotated/sweeps.py, which chapter 9's Table 3 uses too):
+it trains (the sweep machinery of annotated/training/sweeps.py, which chapter 9's Table 3 uses too):
 
     python benchmarks/bench_recipes.py --threads 1 &
     python benchmarks/bench_recipes.py --threads 1
@@ -36,12 +36,13 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, cpu_kind, describe
 
+from annotated.base.checkpoints import read_checkpoint
+from annotated.base.files import atomic_write
+from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
-from annotated.checkpoints import read_checkpoint
-from annotated.files import atomic_write
-from annotated.runs import RUNS_DIR, final_scores
-from annotated.sweeps import (
+from annotated.training.runs import RUNS_DIR, final_scores
+from annotated.training.sweeps import (
     Job,
     config_folder,
     config_identity,
@@ -49,7 +50,6 @@ from annotated.sweeps import (
     run_jobs,
     updating_record,
 )
-from annotated.threads import use_fair_threads
 
 RECORD = RESULTS_DIR / "recipes.json"
 STEPS_PER_EPOCH = 152  # chapter 7's full profile: Multi30k's train split in 3,000-token steps

@@ -9,7 +9,7 @@ configuration is measured again. The smoke profile writes under runs/table3-smok
 
 On two cores, two workers of one thread each measure more lines an hour than one worker with two
 threads (small models use two threads poorly). Each claims the line it trains, so the two share
-the sweep without training anything twice (annotated/sweeps.py):
+the sweep without training anything twice (annotated/training/sweeps.py):
 
     python benchmarks/bench_table3.py --threads 1 &
     python benchmarks/bench_table3.py --threads 1
@@ -27,10 +27,10 @@ import sys
 
 import torch
 
+from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import load_multi30k
 from annotated.ch09_table3 import TABLE3_PROFILES, run_table3, step_costs, table3_sweep
-from annotated.sweeps import missing_jobs, read_record, updating_record
-from annotated.threads import use_fair_threads
+from annotated.training.sweeps import missing_jobs, read_record, updating_record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "--threads",
         type=int,
         default=None,
-        help="torch threads (default: the CPUs this process may use, annotated/threads.py)",
+        help="torch threads (default: the CPUs this process may use, annotated/base/threads.py)",
     )
     parser.add_argument(
         "--step-costs",

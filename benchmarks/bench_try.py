@@ -35,8 +35,8 @@ from pathlib import Path
 
 from common import Timing, describe, write_results
 
+from annotated.base.datasets import read_multi30k
 from annotated.ch05_text import tokenize
-from annotated.datasets import read_multi30k
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"

@@ -5,7 +5,7 @@ A time means something only if nothing else ran on the machine meanwhile (two co
 a test run have made a training twice as slow). So a benchmark runs inside `Timing`, which
 measures the CPU time other processes used in a few seconds before it started and while it ran
 (the lagging load average only where that cannot be read), notes the load averages, and the share
-of the CPU the benchmark's processes got; it lives in annotated/machine.py, with `describe()` (the machine)
+of the CPU the benchmark's processes got; it lives in annotated/base/machine.py, with `describe()` (the machine)
 and `cpu_kind()`; chapter 9 and the training runs describe their machine with the same module. A record taken on a busy machine says so
 (`"busy": true`, and why), and `write_results` never lets it replace a clean record: it goes
 beside it, as `<name>.busy.json`, with a warning.
@@ -17,8 +17,8 @@ import json
 import sys
 from pathlib import Path
 
-from annotated.files import atomic_write
-from annotated.machine import Timing, cpu_kind, describe  # noqa: F401  (benchmarks import them here)
+from annotated.base.files import atomic_write
+from annotated.base.machine import Timing, cpu_kind, describe  # noqa: F401  (benchmarks import them here)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

@@ -29,12 +29,12 @@ import statistics
 import torch
 from torch import nn
 
+from annotated.base.threads import use_fair_threads
 from annotated.ch02_model import Embeddings, PositionalEncoding, count_parameters
 from annotated.ch03_training import train, use_fast_dropout
 from annotated.ch05_text import BatchPlan, load_multi30k
 from annotated.ch07_multi30k import profile_config
-from annotated.runs import new_model, shared_specials
-from annotated.threads import use_fair_threads
+from annotated.training.runs import new_model, shared_specials
 
 
 class TorchTransformer(nn.Module):

@@ -12,5 +12,5 @@ from annotated.figures import HTML_ENV
 os.environ[HTML_ENV] = "1"
 
 # Chapters that train (7 and 8) run their smoke profile under nbval unless told otherwise:
-# the same code on a tiny model and a few steps (see PROFILE_ENV in annotated/runs.py).
+# the same code on a tiny model and a few steps (see PROFILE_ENV in annotated/training/runs.py).
 os.environ.setdefault("ANNOTATED_PROFILE", "smoke")

@@ -229,7 +229,7 @@ def print_pdf(index: Path) -> bytes:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from annotated.files import atomic_write
+    from annotated.base.files import atomic_write
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--verbose", action="store_true", help="show every Sphinx message")

@@ -54,7 +54,7 @@ PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
 # are made from it, and stay out while it is unset.
 PYPROJECT = ROOT / "pyproject.toml"
 REPOSITORY_KEY = "Repository"
-# The "Try the model" page's scripts and the model they run (annotated/browser_model.py).
+# The "Try the model" page's scripts and the model they run (annotated/export/browser_model.py).
 TRY = SITE / "try"
 TRY_SCRIPTS = ("tokenizer.js", "transformer.js", "page.js")
 

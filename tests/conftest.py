@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from needs import missing
 
+from annotated.base.datasets import DATA_DIR_ENV, available_offline
 from annotated.ch05_text import load_multi30k
-from annotated.datasets import DATA_DIR_ENV, available_offline
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -41,7 +41,7 @@ def corpus():
 
 LOCK_HOLDER = (
     "import sys\n"
-    "from annotated.files import folder_lock\n"
+    "from annotated.base.files import folder_lock\n"
     "with folder_lock(sys.argv[1]):\n"
     "    print('held', flush=True)\n"
     "    sys.stdin.read()\n"

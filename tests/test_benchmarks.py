@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from annotated import machine
+from annotated.base import machine
 
 PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "common.py"
 spec = importlib.util.spec_from_file_location("benchmarks_common", PATH)
@@ -166,7 +166,7 @@ def test_each_session_that_trains_a_candidate_is_noted_from_the_step_it_resumed_
 def test_the_search_trains_only_missing_candidates_and_keeps_the_others_lines(
     tmp_path, monkeypatch, capsys
 ):
-    from annotated.sweeps import config_identity
+    from annotated.training.sweeps import config_identity
 
     recipes = _bench_recipes()
     trained = []

@@ -9,9 +9,15 @@ import pytest
 import torch
 
 from annotated import ch03_training
-from annotated.budgets import PROBE_STEPS, TimeBudget, fit_schedule, read_budget, steps_that_fit
 from annotated.ch05_text import SPECIALS, BatchPlan, Corpus, Vocab, step_shard
-from annotated.runs import RunConfig, time_budget
+from annotated.training.budgets import (
+    PROBE_STEPS,
+    TimeBudget,
+    fit_schedule,
+    read_budget,
+    steps_that_fit,
+)
+from annotated.training.runs import RunConfig, time_budget
 
 WARM = 0.5  # seconds of a step on batch shapes the machine has met before
 FIRST_TIME = 3.0  # how many times dearer a micro-batch of a shape met for the first time is

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from annotated.base.checkpoints import load_checkpoint, save_checkpoint
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -27,7 +28,6 @@ from annotated.ch03_training import (
     train,
     use_fast_dropout,
 )
-from annotated.checkpoints import load_checkpoint, save_checkpoint
 
 PAD, BOS, EOS = 0, 1, 2
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from annotated.base.files import REPO_ROOT as ROOT
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch04_copy_task import greedy_decode, until_eos
 from annotated.ch05_text import SPECIALS, Vocab, detokenize, tokenize
@@ -23,7 +24,6 @@ from annotated.ch06_decoding import (
     score,
     tokenized_bleu,
 )
-from annotated.files import REPO_ROOT as ROOT
 
 SP = Vocab(SPECIALS, {}).specials  # the ids every vocabulary gives: pad 1, <s> 2, </s> 3
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from annotated.base.datasets import WMT14_TOY_PAIRS
 from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 from annotated.ch03_training import label_smoothing_loss, make_optimizer
 from annotated.ch05_text import SPECIALS, Subwords, Vocab, make_batch, step_shard
@@ -28,8 +29,7 @@ from annotated.ch08_wmt import (
     wmt_profile,
     wmt_scores,
 )
-from annotated.datasets import WMT14_TOY_PAIRS
-from annotated.runs import average_snapshots, load_translator
+from annotated.training.runs import average_snapshots, load_translator
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SPECIALS = Vocab(SPECIALS, {}).specials  # what Subwords gives too (tests/test_ch05_text)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from annotated import ch09_table3 as ch09
+from annotated.base.files import LOCK_NAME
 from annotated.ch02_model import TABLE3_PARAMETERS, count_parameters, make_model
 from annotated.ch05_text import BatchPlan
 from annotated.ch09_table3 import (
@@ -23,8 +24,7 @@ from annotated.ch09_table3 import (
     verdict,
 )
 from annotated.figures import ch09_table3 as figures
-from annotated.files import LOCK_NAME
-from annotated.sweeps import config_identity, read_record, read_results, updating_record
+from annotated.training.sweeps import config_identity, read_record, read_results, updating_record
 
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "PAPER.md"
 VOCAB = (800, 600)  # source and target vocabulary sizes for counting parameters

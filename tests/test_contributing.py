@@ -4,7 +4,7 @@
   book's package (each `annotated/*.py`, each file of its subpackages and each subpackage), every
   script and folder of `tools/`, and every script of `benchmarks/` and `site/`; and every path
   they name exists (or is build output git ignores, such as `_build/`). A cell's first path sets
-  the folder for the bare names after it (`annotated/datasets.py`, `files.py`); `NN` in a name
+  the folder for the bare names after it (`annotated/base/datasets.py`, `files.py`); `NN` in a name
   stands for two digits and `topic` for a word (`annotated/chNN_topic.py`). A folder's row
   (`annotated/`) names the folder, not each file in it.
 - **What it says about the tests.** The sizes tests/test_layout.py holds, the tests of `make
@@ -123,11 +123,13 @@ def test_every_path_the_where_tables_name_exists():
 
 def test_the_where_check_sees_a_row_taken_out():
     text = guide()
-    row = next(line for line in text.splitlines() if line.startswith("  | `annotated/devices.py`"))
-    assert unnamed(text.replace(row + "\n", "")) == ["annotated/devices.py"]
-    assert named_but_missing(text.replace("`annotated/devices.py`", "`annotated/gone.py`")) == [
-        "annotated/gone.py"
-    ]
+    row = next(
+        line for line in text.splitlines() if line.startswith("  | `annotated/base/devices.py`")
+    )
+    assert unnamed(text.replace(row + "\n", "")) == ["annotated/base/devices.py"]
+    assert named_but_missing(
+        text.replace("`annotated/base/devices.py`", "`annotated/gone.py`")
+    ) == ["annotated/gone.py"]
     # A bare name after a path is in that path's folder; a pattern stands for its files.
     paths = named_paths(
         f"{WHERE}\n|---|---|\n| `tools/a.py`, `b.py` | x |\n| `x/chNN_topic.py` | y |"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from needs import missing
 
-from annotated import datasets
-from annotated.datasets import (
+from annotated.base import datasets
+from annotated.base.datasets import (
     DATA_DIR_ENV,
     MULTI30K_SPLITS,
     ChecksumMismatchError,
@@ -399,7 +399,7 @@ def test_importing_prints_downloads_and_creates_nothing(tmp_path):
         "def refuse(*args):\n"
         "    raise AssertionError('the import tried to connect')\n"
         "socket.socket.connect = refuse\n"
-        "import annotated.datasets\n"
+        "import annotated.base.datasets\n"
     )
     env = {k: v for k, v in os.environ.items() if k != DATA_DIR_ENV}
     result = subprocess.run(

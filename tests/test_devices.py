@@ -1,4 +1,4 @@
-"""annotated/devices.py: the training device and precision on every machine a reader may have,
+"""annotated/base/devices.py: the training device and precision on every machine a reader may have,
 float16's loss scaling, and checkpoints that load on any device.
 
 This machine has only a CPU: the GPUs and Apple's MPS are pretended (`machine`), by replacing the
@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import annotated.devices as devices
+import annotated.base.devices as devices
+from annotated.base.checkpoints import _restore_rng_states, _rng_states, read_checkpoint
+from annotated.base.devices import (
+    DEVICE_ENV,
+    LossScaling,
+    available_devices,
+    chosen_precision,
+    training_device,
+)
+from annotated.base.distributed import process_group_backend
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -26,16 +35,7 @@ from annotated.ch03_training import (
     use_bf16,
 )
 from annotated.ch08_wmt import setup_distributed
-from annotated.checkpoints import _restore_rng_states, _rng_states, read_checkpoint
-from annotated.devices import (
-    DEVICE_ENV,
-    LossScaling,
-    available_devices,
-    chosen_precision,
-    training_device,
-)
-from annotated.distributed import process_group_backend
-from annotated.runs import average_snapshots, save_snapshot
+from annotated.training.runs import average_snapshots, save_snapshot
 
 PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
 PAD, BOS, EOS = 0, 1, 2
@@ -353,16 +353,16 @@ CPU_MEANT = {
     "ch02_model.py:rotation_for_offset": "demonstration",
     "ch02_model.py:linear_offset_check": "demonstration",
     "ch06_decoding.py:beam_winner": "Python floats of a finished trace",
-    "drawings.py:_decoding_masks": "a drawing",
+    "figures/ch04_copy_task.py:_decoding_masks": "a drawing",
     "figures/ch02_model.py:gradient_norms_by_layer": "a figure with its own CPU model",
     "figures/ch03_training.py:confidence_curve": "a figure",
     "figures/ch06_decoding.py:penalty_chart": "a figure",
-    # The browser's model (annotated/browser_model.py) is exported on the CPU, for JavaScript.
-    "browser_model.py:pack_bits": "export for the browser",
-    "browser_model.py:unpack_bits": "export for the browser",
-    "browser_model.py:quantize_compensated": "export for the browser",
-    "browser_model.py:calibration_pairs": "export for the browser",
-    "browser_model.py:_logits": "export for the browser",
+    # The browser's model (annotated/export/browser_model.py) is exported on the CPU, for JavaScript.
+    "export/browser_model.py:pack_bits": "export for the browser",
+    "export/browser_model.py:unpack_bits": "export for the browser",
+    "export/browser_model.py:quantize_compensated": "export for the browser",
+    "export/browser_model.py:calibration_pairs": "export for the browser",
+    "export/browser_model.py:_logits": "export for the browser",
     # Exercise checks: the student's function and the book's run side by side on CPU inputs.
     "exercises/ch01_attention.py:<module>": "exercise check",
     "exercises/ch01_attention.py:_cases_attention": "exercise check",
@@ -493,7 +493,7 @@ def test_a_runs_machine_line_tells_the_hardware_whatever_precision_is_asked(
     """A GPU trains under ANNOTATED_PRECISION=fp16, and the budget's machine line describes the
     CPU: asking chosen_precision about the CPU there refused fp16 and stopped chapter 7 (found
     by the whole book on an H200). The line says what the CPU has, not what was asked."""
-    from annotated.machine import describe
+    from annotated.base.machine import describe
 
     machine(gpus=1, capability=(7, 5), cpu_bf16=cpu_bf16)
     monkeypatch.setenv(devices.PRECISION_ENV, override)

@@ -9,17 +9,13 @@ import torch
 from annotated.ch01_attention import MultiHeadAttention
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import SpecialTokens
-from annotated.drawings import (
-    HIGHLIGHT,
-    PARTS,
-    architecture,
-    attention_flow,
-    beam_tree,
-    decoding_steps,
-    multi_head_flow,
-    teacher_forcing,
-)
 from annotated.figures import HTML_ENV
+from annotated.figures.ch01_attention import attention_flow, multi_head_flow
+from annotated.figures.ch02_model import PARTS, architecture
+from annotated.figures.ch03_training import teacher_forcing
+from annotated.figures.ch04_copy_task import decoding_steps
+from annotated.figures.ch06_decoding import beam_tree
+from annotated.figures.svg import HIGHLIGHT
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -259,7 +255,7 @@ def test_decoding_steps_draw_each_steps_mask_from_the_code():
 # bold 0.66; the ascent and descent of DejaVu Sans, the browser's sans-serif here);
 # tests/test_site_layout.py measures the real boxes.
 
-COLUMN_PX = 920  # drawings.MAX_WIDTH: a cell's output in the site's column at 1280 px, 20 to spare
+COLUMN_PX = 920  # svg.MAX_WIDTH: a cell's output in the site's column at 1280 px, 20 to spare
 LEAST_TEXT_PX = 14.5  # just above the captions' 14.4 px
 LEAST_CONTRAST = 4.5  # WCAG AA for text of this size
 GLYPH_EM, BOLD_GLYPH_EM, ASCENT_EM, DESCENT_EM = 0.6, 0.66, 0.93, 0.24
@@ -466,7 +462,7 @@ def _chapters_drawings() -> dict:
     from annotated.ch02_model import ModelConfig
     from annotated.ch03_training import Batch, pad_sequences
     from annotated.ch06_decoding import beam_search
-    from annotated.drawings import Architecture
+    from annotated.figures.ch02_model import Architecture
 
     paper = Architecture(
         6, 6, 512, 2048, 8, 64, 64, 37000, 37000, False, False, "sinusoids", "all three"

@@ -11,7 +11,8 @@ import dataclasses
 import pytest
 import torch
 
-from annotated import fast_step
+from annotated.base import fast_step
+from annotated.base.devices import LossScaling
 from annotated.ch01_attention import MultiHeadAttention, fused_attention_pays, subsequent_mask
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
@@ -22,7 +23,6 @@ from annotated.ch03_training import (
     smoothed_targets,
     train_step,
 )
-from annotated.devices import LossScaling
 
 PAD = 0
 

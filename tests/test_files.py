@@ -1,4 +1,4 @@
-"""annotated/files.py: a file is replaced whole or not at all, with the mode the umask gives; one
+"""annotated/base/files.py: a file is replaced whole or not at all, with the mode the umask gives; one
 process per folder; runs and downloads go to the checkout's folders, else to the user's."""
 
 import json
@@ -8,9 +8,15 @@ import sys
 
 import pytest
 
-from annotated import files
-from annotated.datasets import default_cache_dir
-from annotated.files import LOCK_NAME, RUNS_DIR_ENV, FolderInUseError, atomic_write, folder_lock
+from annotated.base import files
+from annotated.base.datasets import default_cache_dir
+from annotated.base.files import (
+    LOCK_NAME,
+    RUNS_DIR_ENV,
+    FolderInUseError,
+    atomic_write,
+    folder_lock,
+)
 
 
 def test_a_finished_block_replaces_the_file(tmp_path):

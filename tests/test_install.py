@@ -108,7 +108,7 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     run, _ = as_a_user(python, tmp_path)
     where = run(
         "-c",
-        "import annotated.files as f; print(f.__file__); print(f.in_checkout()); "
+        "import annotated.base.files as f; print(f.__file__); print(f.in_checkout()); "
         "print(f.runs_dir())",
     )
     out = where.stdout.split()
@@ -118,7 +118,7 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     # Chapter 9 reads the Table 3 record the wheel carries inside the package: the checkout's.
     read = run(
         "-c",
-        "from annotated import ch09_table3 as c; from annotated.sweeps import read_results; "
+        "from annotated import ch09_table3 as c; from annotated.training.sweeps import read_results; "
         "p = c.table3_sweep('class')[1]; print(p.results); print(len(read_results(p.results)))",
     )
     record = read.stdout.split()

@@ -3,7 +3,7 @@ lives in modules (README, "How the book is made").
 
 A chapter's notebook shows its lesson: the code that implements the paper's idea and the checks a
 reader sees. Chart drawing lives in `annotated/figures/`, exercise cases and wrong answers in
-`annotated/exercises/`, experiment harnesses in support modules such as `annotated/sweeps.py`.
+`annotated/exercises/`, experiment harnesses in support modules such as `annotated/training/sweeps.py`.
 """
 
 import ast
@@ -107,7 +107,7 @@ def test_chapter_3_shows_one_optimizer_step_in_one_function_of_at_most_40_lines(
 
 
 def test_no_benchmark_imports_sweep_machinery_from_a_chapter():
-    import annotated.sweeps as sweeps
+    import annotated.training.sweeps as sweeps
 
     harness = {
         name

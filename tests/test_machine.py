@@ -1,4 +1,4 @@
-"""annotated/machine.py: one description of the machine, and the load a measurement ran under."""
+"""annotated/base/machine.py: one description of the machine, and the load a measurement ran under."""
 
 import re
 import time
@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from annotated import machine
+from annotated.base import machine
 
 
 def no_sleep(seconds: float) -> None:

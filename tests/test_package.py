@@ -50,7 +50,7 @@ import nbformat
 import pytest
 from needs import missing
 
-from annotated.datasets import WMT14_SPLITS, WMT14_TOY_PAIRS
+from annotated.base.datasets import WMT14_SPLITS, WMT14_TOY_PAIRS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -356,7 +356,7 @@ def test_the_installed_book_reads_chapter_8s_sample_from_its_own_files(reader, t
     installed = pip(reader.python, "install", "-q", str(wheel), env=env)
     assert installed.returncode == 0, installed.stderr[-3000:]
     script = (
-        "from annotated import datasets\n"
+        "from annotated.base import datasets\n"
         "for split in datasets.WMT14_SPLITS:\n"
         "    paths = datasets.wmt14_paths(split)\n"
         "    print(split, len(datasets.read_wmt14(split)), paths['en'].parent)\n"

@@ -1,8 +1,9 @@
-"""annotated/profiling.py: a profiled step's CPU time, split into the parts chapter 7 draws."""
+"""annotated/training/profiling.py: a profiled step's CPU time, split into the parts chapter 7 draws."""
 
 import torch
 
-from annotated import profiling
+from annotated.base.devices import LossScaling
+from annotated.base.fast_step import smoothed_kl
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -11,8 +12,7 @@ from annotated.ch03_training import (
     make_optimizer,
     train_step,
 )
-from annotated.devices import LossScaling
-from annotated.fast_step import smoothed_kl
+from annotated.training import profiling
 
 PAD = 0
 

@@ -184,7 +184,7 @@ def test_imports_in_notebook_only_cells_are_dependencies_too():
 
 def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
     deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch08_wmt.py")}
-    assert {"annotated.ch05_text", "annotated.ch06_decoding", "annotated.runs"} <= deps
+    assert {"annotated.ch05_text", "annotated.ch06_decoding", "annotated.training.runs"} <= deps
     assert "annotated.ch07_multi30k" not in deps
     # Chapter 7's training curves serve chapter 8 too: their module is a dependency, the chapter not.
     assert "annotated.figures.ch07_multi30k" in deps

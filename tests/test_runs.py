@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 import torch
 
-from annotated.budgets import PROBE_STEPS, fit_schedule
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import cooled_rate, rate
 from annotated.ch06_decoding import DecodeConfig
-from annotated.runs import (
+from annotated.training.budgets import PROBE_STEPS, fit_schedule
+from annotated.training.runs import (
     PROFILE_ENV,
     RunConfig,
     average_snapshots,
@@ -350,7 +350,7 @@ def test_a_run_passes_its_settings_on_by_name_with_the_papers_defaults():
 
 
 def test_the_smoke_version_of_a_profile_is_its_recipe_on_a_tiny_model():
-    from annotated.runs import smoke_version
+    from annotated.training.runs import smoke_version
 
     recipe = RunConfig(vocab_size=None, warmup=500, decoding=DecodeConfig(beam=4, alpha=2.5))
     smoke = smoke_version(recipe, train_pairs=100, warmup=5)

@@ -93,7 +93,7 @@ def expected_charts(page: str) -> dict[str, bool]:
 
 
 def expected_drawings(page: str) -> list[str]:
-    """The title of every drawing (annotated/drawings.py) saved in the notebook, in order."""
+    """The title of every drawing (annotated/figures/, drawn by svg.py) saved in the notebook, in order."""
     if page in PLAIN_PAGES:
         return []
     titles = []

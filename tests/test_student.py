@@ -8,7 +8,7 @@ import sys
 import nbformat
 import pytest
 
-from annotated.files import REPO_ROOT as ROOT
+from annotated.base.files import REPO_ROOT as ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import book  # noqa: E402

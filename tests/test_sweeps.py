@@ -1,4 +1,4 @@
-"""annotated/sweeps.py: jobs, their folders and their lines in the record, shared by chapter 9's
+"""annotated/training/sweeps.py: jobs, their folders and their lines in the record, shared by chapter 9's
 Table 3 and the recipe search (benchmarks/bench_recipes.py)."""
 
 import dataclasses
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from annotated.base.files import LOCK_NAME, FolderInUseError
 from annotated.ch09_table3 import BASE, TABLE3_PROFILES
-from annotated.files import LOCK_NAME, FolderInUseError
-from annotated.runs import RUNS_DIR
-from annotated.sweeps import (
+from annotated.training.runs import RUNS_DIR
+from annotated.training.sweeps import (
     Job,
     config_folder,
     config_identity,
@@ -30,7 +30,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def old_digest(config: dict) -> str:
-    """A run folder's digest as it was computed before annotated/sweeps.py existed: of the JSON of
+    """A run folder's digest as it was computed before annotated/training/sweeps.py existed: of the JSON of
     `dataclasses.asdict(config)` with sorted keys, which is the JSON of the recorded "config"."""
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:8]
 

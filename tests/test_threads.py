@@ -1,4 +1,4 @@
-"""annotated/threads.py: torch gets as many threads as the process may really use."""
+"""annotated/base/threads.py: torch gets as many threads as the process may really use."""
 
 import os
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from annotated import threads
-from annotated.threads import THREADS_ENV, choose_threads, cpu_quota, use_fair_threads
+from annotated.base import threads
+from annotated.base.threads import THREADS_ENV, choose_threads, cpu_quota, use_fair_threads
 
 
 def cgroup(tmp_path, own, files):
@@ -80,7 +80,7 @@ def test_the_environment_overrides_and_a_bad_value_says_what_to_give(monkeypatch
 
 
 CHILD = (
-    "from annotated.threads import use_fair_threads\n"
+    "from annotated.base.threads import use_fair_threads\n"
     "import torch\n"
     "use_fair_threads(); use_fair_threads()\n"
     "print(torch.get_num_threads())\n"

@@ -25,13 +25,13 @@ import nbformat
 import pytest
 import torch
 
+from annotated.base.checkpoints import read_checkpoint
+from annotated.base.datasets import DATA_DIR_ENV
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch05_text import Vocab, tokenize, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
-from annotated.checkpoints import read_checkpoint
-from annotated.datasets import DATA_DIR_ENV
-from annotated.runs import load_translator
 from annotated.train import main as train_main
+from annotated.training.runs import load_translator
 from annotated.translate import default_checkpoint, translate_stream
 from annotated.translate import main as translate_main
 

@@ -1,4 +1,4 @@
-"""The "Try the model" page: chapter 7's model exported (annotated/browser_model.py) and run in the
+"""The "Try the model" page: chapter 7's model exported (annotated/export/browser_model.py) and run in the
 reader's browser (site/try/).
 
 - The export's storage: packing integers of 8 to 12 bits and back, the rounding's error bound,
@@ -30,8 +30,10 @@ from test_site import (
     site,  # noqa: F401 (a fixture)
 )
 
-from annotated import browser_model
-from annotated.browser_model import (
+from annotated.base.datasets import read_multi30k
+from annotated.base.files import runs_dir
+from annotated.export import browser_model
+from annotated.export.browser_model import (
     allocate_bits,
     dequantize,
     load_exported,
@@ -41,8 +43,6 @@ from annotated.browser_model import (
     read_tensors,
     unpack_bits,
 )
-from annotated.datasets import read_multi30k
-from annotated.files import runs_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 TRY = ROOT / "site" / "try"

@@ -2,7 +2,7 @@
 
 The site's translation page cuts the reader's text into tokens in the browser, and must cut it as
 `annotated.ch05_text.tokenize` cut the book's data. Here headless Chromium runs the script over the
-rules `annotated.spacy_rules.tokenizer_rules` exports, and its tokens must equal Python's: on
+rules `annotated.export.spacy_rules.tokenizer_rules` exports, and its tokens must equal Python's: on
 Multi30k's sentences (German and English: the test and validation sets and the first 5,000 of the
 training set, read from $ANNOTATED_DATA_DIR, else skipped), on hard strings (URLs, numbers,
 abbreviations, quotes, emoji, odd whitespace...), on every special case wrapped in punctuation,
@@ -22,9 +22,9 @@ import pytest
 from needs import missing
 from test_site import browser  # noqa: F401 (a fixture)
 
+from annotated.base.datasets import DATA_DIR_ENV
 from annotated.ch05_text import tokenize
-from annotated.datasets import DATA_DIR_ENV
-from annotated.spacy_rules import RegexConversionError, to_javascript, tokenizer_rules
+from annotated.export.spacy_rules import RegexConversionError, to_javascript, tokenizer_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "site" / "try" / "tokenizer.js"
@@ -127,7 +127,9 @@ def multi30k(language: str) -> list[str]:
         if not path.is_file():
             missing(f"no {path}: {DATA_DIR_ENV} names no folder with Multi30k's files")
         with gzip.open(path, "rb") as handle:
-            lines = handle.read().decode("utf-8").split("\n")  # as annotated.datasets reads them
+            lines = (
+                handle.read().decode("utf-8").split("\n")
+            )  # as annotated.base.datasets reads them
         if lines[-1] == "":
             lines.pop()
         sentences += lines[:count]

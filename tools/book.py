@@ -37,8 +37,8 @@ import jupytext
 import nbformat
 from jupytext.combine import combine_inputs_with_outputs
 
+from annotated.base.files import REPO_ROOT, atomic_write
 from annotated.figures import HTML_ENV
-from annotated.files import REPO_ROOT, atomic_write
 
 ROOT = REPO_ROOT
 PACKAGE = ROOT / "annotated"

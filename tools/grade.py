@@ -61,8 +61,8 @@ import grade_worker  # noqa: E402  (tools/, beside this file)
 import torch  # noqa: E402
 
 import annotated  # noqa: E402
+from annotated.base.files import atomic_write  # noqa: E402
 from annotated.exercises import Raised, Returned, TimedOut, fresh_cases, judge  # noqa: E402
-from annotated.files import atomic_write  # noqa: E402
 
 CHECKED = re.compile(r"\bcheck\(\s*exercise_(\d+)_(\d+)\s*,\s*([A-Za-z_]\w*)")
 CHAPTER = re.compile(r"from annotated\.exercises\.(ch\d\d_\w+) import")

@@ -17,7 +17,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from annotated.files import atomic_write  # noqa: E402
+from annotated.base.files import atomic_write  # noqa: E402
 
 HEADER = """\
 # The exact versions `make setup` installs (pip install -c constraints.txt), the ones the notebooks

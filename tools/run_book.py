@@ -77,10 +77,10 @@ if str(TOOLS) not in sys.path:  # imported from elsewhere (the tests): tools/boo
 
 from book import CELL_TIMEOUT_S, as_printed, notebook_client  # noqa: E402  (tools/book.py)
 
-from annotated.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
+from annotated.base.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
+from annotated.base.files import atomic_write  # noqa: E402
 from annotated.figures import HTML_ENV  # noqa: E402
-from annotated.files import atomic_write  # noqa: E402
-from annotated.runs import PROFILE_ENV  # noqa: E402
+from annotated.training.runs import PROFILE_ENV  # noqa: E402
 
 CHECKOUT = TOOLS.parent
 NOTEBOOKS = CHECKOUT / "notebooks"
@@ -523,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse: 2 for bad arguments, 0 for --help
         return stop.code if isinstance(stop.code, int) else 2
 
-    from annotated.devices import training_device
+    from annotated.base.devices import training_device
 
     patterns = sanitize_patterns(SANITIZE) if SANITIZE.exists() else []
     device = str(training_device())

@@ -43,7 +43,7 @@ notebook's first cell finds it installed, or installs the release the notebook n
 (`pip install annotated-transformer-book`; on a class server, install it once for everyone).
 Chapters 7 and 8 train; set `ANNOTATED_PROFILE=class` for every chapter (chapter 7's 15-minute
 class run, chapter 8's smoke run, chapter 9's recorded table), or `smoke` for a one-minute check.
-On a shared server, prepare one data folder for everyone (`python -m annotated.datasets FOLDER`)
+On a shared server, prepare one data folder for everyone (`python -m annotated.base.datasets FOLDER`)
 and set `ANNOTATED_DATA_DIR=FOLDER`; the course page ("One installation for a whole class") has
 the rest. To see who solved what, collect the filled-in notebooks into one folder (a subfolder
 per student) and run `make grade FOLDER=that-folder` in a clone of the book (the course page's

@@ -32,7 +32,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from annotated.files import atomic_write
+from annotated.base.files import atomic_write
 
 HTML_ENV = "ANNOTATED_CHART_HTML"
 BUNDLE_NAME = "annotated-vega.js"

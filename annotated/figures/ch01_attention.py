@@ -15,8 +15,19 @@ import altair as alt
 import pandas as pd
 from torch import Tensor
 
-from annotated.ch01_attention import WALK_CONTENT, WALK_FEATURES, attention
+from annotated.ch01_attention import (
+    WALK_CONTENT,
+    WALK_FEATURES,
+    MultiHeadAttention,
+    attention,
+)
 from annotated.figures import rounded
+from annotated.figures.svg import (
+    TEXT,
+    Canvas,
+    Drawing,
+    text_width,
+)
 
 
 def _cells(matrix: Tensor, rows: list[str], columns: list[str], **extra) -> pd.DataFrame:
@@ -252,3 +263,152 @@ def heads_chart(words: list[str], heads: list[tuple[str, Tensor]]) -> alt.HConca
         .resolve_scale(color="independent")
         .properties(title="Two heads, two patterns: each head has its own queries and keys")
     )
+
+
+# ---------------------------------------------------------------- attention as a flow (Figure 2)
+
+FLOW_STEP = 76  # from one box of a flow to the next: the box, and an arrow with a shape beside it
+
+
+def _shape(tensor: Tensor, names: Sequence[str]) -> str:
+    """A tensor's shape with its axes named: (B 2, n 5, d_k 64)."""
+    sizes = list(tensor.shape)
+    names = list(names)[-len(sizes) :]
+    return "(" + ", ".join(f"{n} {s}" for n, s in zip(names, sizes, strict=True)) + ")"
+
+
+def _flow_steps(canvas: Canvas, x: float, y: float, steps: list, shape: str) -> float:
+    """The boxes between attention's two MatMuls, bottom up from the first (centred on (x, y)),
+    the scores' shape on the left of each arrow. Returns where the second MatMul goes."""
+    for lines, kind in steps:
+        canvas.arrow([(x, y - 23), (x, y - 53)], label=shape, label_side="left")
+        y -= FLOW_STEP
+        canvas.box(x, y, 270, 46, lines, kind)
+    canvas.arrow([(x, y - 23), (x, y - 53)], label=shape + ": the weights", label_side="left")
+    return y - FLOW_STEP
+
+
+def attention_flow(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+) -> Drawing:
+    """Scaled dot-product attention (equation 1) drawn as the flow of these tensors' shapes.
+
+    The shapes are computed by running chapter 1's `attention` on the tensors, so the drawing
+    shows what the code does with them.
+    """
+    from annotated.ch01_attention import attention
+
+    output, weights = attention(query, key, value, mask)
+    lead = ["B", "h"][: query.dim() - 2]
+    q_names, k_names = [*lead, "n", "d_k"], [*lead, "m", "d_k"]
+    v_names, s_names = [*lead, "m", "d_v"], [*lead, "n", "m"]
+    d_k = query.size(-1)
+    steps = [(["Scale: ÷ √d_k", f"√{d_k} = {d_k**0.5:.3g}"], "operation")]
+    if mask is not None:
+        steps.append((["Mask the scores", "forbidden → finfo(dtype).min"], "operation"))
+    steps.append((["Softmax over the keys", "each row sums to 1"], "operation"))
+    if mask is not None:
+        steps.append((["Mask the weights", "forbidden → 0"], "operation"))
+    inputs = [
+        ["Q (queries)", _shape(query, q_names)],
+        ["K (keys)", _shape(key, k_names)],
+        ["V (values)", _shape(value, v_names)],
+    ]
+    # Three inputs side by side, the flow rising from K's: its shapes on the left of its arrows.
+    width = max(190, max(text_width(lines[1]) for lines in inputs) + 20)
+    q_x, spacing = 20 + width / 2, width + 24
+    x, v_x = q_x + spacing, q_x + 2 * spacing
+    canvas = Canvas(int(v_x + width / 2 + 20), 84 + FLOW_STEP * (len(steps) + 1) + 103)
+    bottom = canvas.height - 34
+    for i, lines in enumerate(inputs):
+        canvas.box(q_x + i * spacing, bottom, width, 46, lines, "tensor")
+    y = bottom - 84
+    canvas.arrow([(q_x, bottom - 23), (q_x, y + 10), (x - 135, y + 10)])
+    canvas.arrow([(x, bottom - 23), (x, y + 23)])
+    canvas.box(x, y, 270, 46, ["MatMul: Q Kᵀ", "one score per query and key"], "operation")
+    y = _flow_steps(canvas, x, y, steps, _shape(weights, s_names))
+    canvas.arrow([(v_x, bottom - 23), (v_x, y), (x + 135, y)])
+    canvas.box(x, y, 270, 46, ["MatMul: weights · V", "a weighted sum of values"], "operation")
+    output_shape = _shape(output, [*lead, "n", "d_v"]) + ": output"
+    canvas.arrow([(x, y - 23), (x, y - 57)], label=output_shape, label_side="left")
+    canvas.top = y - 69  # nothing above the output's arrow
+    masked = (
+        " A mask sets the scores of forbidden keys to the most negative number their dtype holds"
+        " (not minus infinity) before the softmax, and their weights to 0 after it."
+        if (mask is not None)
+        else ""
+    )
+    title = "Scaled dot-product attention as a flow of tensors"
+    description = (
+        f"Queries {_shape(query, q_names)} and keys {_shape(key, k_names)} are multiplied into "
+        f"scores {_shape(weights, s_names)}, divided by the square root of d_k ({d_k}), "
+        f"turned by a softmax over the keys into weights that sum to 1 for each query, and "
+        f"used to average the values {_shape(value, v_names)} into the output "
+        f"{_shape(output, [*lead, 'n', 'd_v'])}.{masked}"
+    )
+    return Drawing(canvas.svg(title, description), title, description)
+
+
+def _flow_width(x: float, spacing: float, width: float, cards: float, label: str) -> int:
+    """The width of multi-head attention's drawing: its V column and label, or the heads' count."""
+    v_x = x + spacing
+    count = x + cards / 2 + 12 + 14 + text_width("× h = 00", TEXT, 0.66)
+    return int(max(v_x + width / 2 + 20, v_x + 6 + text_width(label) + 10, count + 10))
+
+
+def _heads(canvas: Canvas, x: float, y: float, width: float, lines: Sequence[str], h: int) -> None:
+    """The h heads: cards stacked behind each other, the front one centred on (x, y)."""
+    for offset in (12, 6):
+        canvas.box(x + offset, y - offset, width, 56, [""], "attention")
+    canvas.box(x, y, width, 56, lines, "attention")
+    canvas.text(x + width / 2 + 26, y - 6, f"× h = {h}", TEXT, "start", bold=True)
+
+
+def multi_head_flow(module: MultiHeadAttention, length: int = 10) -> Drawing:
+    """Multi-head attention (section 3.2.2) drawn from a module's own sizes and weights."""
+    h, d_model, d_k, d_v = module.h, module.d_model, module.d_k, module.d_v
+    q_out, q_in = module.w_q.weight.shape
+    o_out, o_in = module.w_o.weight.shape
+    widths = {"Q": d_k, "K": d_k, "V": d_v}
+    inputs = {
+        name: (
+            [f"{name} input", f"(B, {length}, {d_model})"],
+            [f"Linear W^{name}", f"{q_in} → {h} × {w}"],
+        )
+        for name, w in widths.items()
+    }
+    labels = {name: f"(B, {h}, {length}, {w})" for name, w in widths.items()}
+    # The three inputs side by side, each shape on the right of its arrow, clear of the next one.
+    width = max(
+        170, *(text_width(line) + 20 for pair in inputs.values() for b in pair for line in b)
+    )
+    spacing = max(width + 30, *(text_width(label) + 16 for label in labels.values()))
+    heads = ["Scaled dot-product attention", f"{h} heads at once, each on its d_k = {d_k}"]
+    cards = max(300, text_width(heads[1]) + 24)
+    q_x = 20 + width / 2
+    x = q_x + spacing
+    canvas = Canvas(_flow_width(x, spacing, width, cards, labels["V"]), 492)
+    bottom = canvas.height - 34
+    for i, (name, (tensor, linear)) in enumerate(inputs.items()):
+        column = q_x + i * spacing
+        canvas.box(column, bottom, width, 46, tensor, "tensor")
+        canvas.arrow([(column, bottom - 23), (column, bottom - 53)])
+        canvas.box(column, bottom - 76, width, 46, linear, "operation")
+        end = (x + (column - x) / 3, bottom - 180)  # into the heads, a third of the way across
+        canvas.arrow([(column, bottom - 99), (column, bottom - 149), end], label=labels[name])
+    _heads(canvas, x, bottom - 208, cards, heads, h)
+    canvas.arrow([(x, bottom - 248), (x, bottom - 290)], label=f"(B, {h}, {length}, {d_v})")
+    lines = ["Concat the heads", f"(B, {length}, {h} × {d_v} = {o_in})"]
+    canvas.box(x, bottom - 313, cards, 46, lines, "operation")
+    canvas.arrow([(x, bottom - 336), (x, bottom - 366)])
+    canvas.box(x, bottom - 389, cards, 46, ["Linear W^O", f"{o_in} → {o_out}"], "operation")
+    canvas.arrow([(x, bottom - 412), (x, bottom - 446)], label=f"(B, {length}, {o_out}): output")
+    canvas.top = bottom - 458  # nothing above the output's arrow
+    title = f"Multi-head attention with h = {h} heads of d_k = {d_k}"
+    description = (
+        f"Queries, keys and values of shape (B, {length}, {d_model}) each pass through their own "
+        f"linear map ({q_in} to {q_out} = {h} heads × {d_k}), are split into {h} heads, attend "
+        f"in parallel by scaled dot-product attention, are concatenated back to width {o_in}, "
+        f"and mixed by the output map W^O into (B, {length}, {o_out})."
+    )
+    return Drawing(canvas.svg(title, description), title, description)

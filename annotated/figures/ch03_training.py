@@ -13,6 +13,13 @@ from torch import Tensor
 
 from annotated.ch03_training import label_smoothing_loss, rate, smoothed_targets
 from annotated.figures import rounded
+from annotated.figures.svg import (
+    SMALL,
+    Canvas,
+    Drawing,
+    cell_size,
+    text_width,
+)
 
 
 def schedule_chart(pairs: Sequence[tuple[int, int]], steps: int = 20_000) -> alt.Chart:
@@ -102,3 +109,80 @@ def confidence_chart(frame: pd.DataFrame) -> alt.Chart:
         )
         .properties(width=420, height=220, title="Label smoothing penalizes over-confidence")
     )
+
+
+# ---------------------------------------------------------------- teacher forcing (chapter 3)
+
+
+def _token_row(
+    canvas: Canvas, left: float, y: float, words: Sequence[str], kind: str, label: str, cell: float
+) -> None:
+    """One row of token cells, left to right, with its label on the left."""
+    canvas.text(left - 12, y + 5, label, SMALL, "end")
+    for i, word in enumerate(words):
+        canvas.box(left + cell * i + cell / 2, y, cell - 12, 32, [word], kind)
+
+
+def _mask_grid(
+    canvas: Canvas, left: float, top: float, words: Sequence[str], mask: list, cell: float
+) -> None:
+    """The target mask, row i the inputs position i may see, with the word it must predict."""
+    length = len(mask)
+    canvas.text(left - 12, top + 18, "tgt_mask: which inputs", SMALL, "end")
+    canvas.text(left - 12, top + 36, "each position sees", SMALL, "end")
+    for i in range(length):
+        y = top + cell * i + cell / 2
+        for j in range(length):
+            visible = bool(mask[i][j])
+            kind = "attention" if visible else "tensor"
+            canvas.box(
+                left + cell * j + cell / 2,
+                y,
+                cell - 6,
+                cell - 6,
+                [words[j] if visible else "×"],
+                kind,
+            )
+        canvas.text(left + cell * length + 8, y + 5, f"→ {words[i + 1]}", SMALL, "start")
+
+
+def teacher_forcing(batch, words: Sequence[str], row: int = 0) -> Drawing:
+    """One sentence of a training Batch: the target shifted into decoder input and prediction,
+    and the mask that lets each input position see only itself and the positions before it.
+
+    `words` names the target's tokens in order (<s> first, pads included); which cell is visible
+    is read from `batch.tgt_mask` itself, so a wrong mask draws wrong.
+    """
+    tgt_in = batch.tgt_in[row].tolist()
+    mask = batch.tgt_mask[row].tolist()  # (tgt_len, tgt_len), True where a position may look
+    length = len(tgt_in)
+    if len(words) != length + 1:
+        raise ValueError(
+            f"give one word per target token: {length + 1} (<s> and {length} more), got {len(words)}"
+        )
+    cell, left, top = cell_size(words), 220, 30
+    ends = max(text_width(f"→ {word}") for word in words)
+    canvas = Canvas(int(left + cell * (length + 1) + max(ends - cell, 0) + 30), 0)
+    rows = top + 16, top + 86, top + 156  # the target, the decoder's input, what it must predict
+    _token_row(canvas, left, rows[0], words, "embedding", "target", cell)
+    _token_row(canvas, left, rows[1], words[:-1], "tensor", "decoder input tgt_in", cell)
+    _token_row(canvas, left, rows[2], words[1:], "output", "must predict tgt_out", cell)
+    for i in range(length):
+        x = left + cell * i + cell / 2
+        canvas.arrow([(x, rows[0] + 16), (x, rows[1] - 16)])  # the input: the target but its last
+        gap = x + cell / 2  # the shift runs down the gap between two inputs
+        shift = [(x + cell - 6, rows[0] + 16), (gap, rows[1] - 20), (gap, rows[1] + 20)]
+        canvas.arrow([*shift, (x + 6, rows[2] - 16)], dashed=True)
+    grid_top = rows[2] + 46
+    _mask_grid(canvas, left, grid_top, words, mask, cell)
+    canvas.height = int(grid_top + cell * length + 16)
+    title = f"Teacher forcing: one target sentence of {length + 1} tokens as a training example"
+    description = (
+        f"The target ({' '.join(words)}) is cut into the decoder's input, every token but the "
+        f"last ({' '.join(words[:-1])}), and what it must predict, every token but the first "
+        f"({' '.join(words[1:])}); dashed arrows show the shift by one position. Below, the mask: "
+        f"row i lists the inputs that position i may attend to, the positions up to and "
+        f"including i, and crosses mark the future it may not see; at the end of each row is the "
+        f"token that position must predict. All {length} positions are trained at once."
+    )
+    return Drawing(canvas.svg(title, description), title, description)

@@ -12,7 +12,7 @@ from annotated.ch03_training import inference
 from annotated.ch04_copy_task import until_eos
 from annotated.ch06_decoding import Translator, greedy_decode_cached
 from annotated.figures import rounded
-from annotated.profiling import PARTS
+from annotated.training.profiling import PARTS
 
 
 def training_chart(

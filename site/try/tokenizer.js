@@ -1,5 +1,5 @@
 // spaCy's tokenizer (spacy/tokenizer.pyx), run in the browser over the rules that
-// annotated/spacy_rules.py exports: the same tokens as the book's `tokenize` in Python
+// annotated/export/spacy_rules.py exports: the same tokens as the book's `tokenize` in Python
 // (annotated/ch05_text.py), whitespace tokens dropped. tests/test_try_tokenizer.py checks it.
 //
 //   const tokenize = AnnotatedTokenizer.make(rules);  // rules: tokenizer_rules("de") as JSON

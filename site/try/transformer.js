@@ -1,6 +1,6 @@
 // Chapter 7's Transformer, computed in the reader's browser: the forward pass of chapter 2 (post-norm
 // layers, chapter 2's LayerNorm), chapter 6's cached greedy decoding and beam search, and chapter 6's
-// copying of <unk>, over the weights annotated/browser_model.py exports (site/try/model.bin).
+// copying of <unk>, over the weights annotated/export/browser_model.py exports (site/try/model.bin).
 //
 // A plain script (not a module), so that the page also works opened from disk (file://), where
 // module scripts do not load. It defines window.AnnotatedTransformer = { load, Model }.
@@ -21,7 +21,7 @@
   }
 
   // One tensor of the export: float32 as stored, or integers of `bits` bits times a scale per
-  // group of `group` along each row, a float16 times 2^-shift (annotated/browser_model.py).
+  // group of `group` along each row, a float16 times 2^-shift (annotated/export/browser_model.py).
   function readTensor(bytes, entry) {
     const count = entry.shape.reduce((a, b) => a * b, 1);
     const view = new DataView(bytes.buffer, bytes.byteOffset + entry.offset, entry.bytes);

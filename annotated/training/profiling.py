@@ -23,14 +23,14 @@ import pandas as pd
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from annotated.base.devices import LossScaling, training_device
+from annotated.base.fast_step import smoothed_kl
 from annotated.ch01_attention import MultiHeadAttention, kept_weights
 from annotated.ch03_training import label_smoothing_loss, make_optimizer, train_step
 from annotated.ch05_text import BatchPlan, Corpus
-from annotated.devices import LossScaling, training_device
-from annotated.fast_step import smoothed_kl
 
 if TYPE_CHECKING:
-    from annotated.runs import RunConfig
+    from annotated.training.runs import RunConfig
 
 LOSS = "loss over the vocabulary"
 PARTS = (
@@ -126,7 +126,10 @@ def step_profiles(config: RunConfig, corpus: Corpus, steps: int = 8) -> pd.DataF
     Each takes `steps` steps spread over the first epoch, untimed once (kernels and memory are
     set up then), then again under the profiler.
     """
-    from annotated.runs import new_model, shared_specials  # runs imports this chapter's kin
+    from annotated.training.runs import (  # runs imports this chapter's kin
+        new_model,
+        shared_specials,
+    )
 
     device = training_device()
     plan = BatchPlan.build(corpus.ids["train"][: config.train_pairs], config.max_tokens)

@@ -24,7 +24,7 @@ import os
 import torch
 from torch import Tensor
 
-from annotated.distributed import gloo_processes, rank_and_world
+from annotated.base.distributed import gloo_processes, rank_and_world
 
 DEVICE_ENV = "ANNOTATED_DEVICE"
 PRECISION_ENV = "ANNOTATED_PRECISION"

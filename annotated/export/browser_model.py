@@ -1,6 +1,6 @@
 """Chapter 7's trained translator as files for the site's "Try the model" page.
 
-    python -m annotated.browser_model [--run runs/multi30k-full] [--out site/try]   (make try-model)
+    python -m annotated.export.browser_model [--run runs/multi30k-full] [--out site/try]   (make try-model)
 
 The page (site/try.md, its scripts in site/try/) runs the model in the reader's browser with a
 forward pass of its own in JavaScript; this module writes what that pass reads:
@@ -46,15 +46,15 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from annotated.base.datasets import read_multi30k
+from annotated.base.files import REPO_ROOT, atomic_write, runs_dir
 from annotated.ch01_attention import subsequent_mask
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import inference
 from annotated.ch05_text import Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
-from annotated.datasets import read_multi30k
-from annotated.files import REPO_ROOT, atomic_write, runs_dir
-from annotated.runs import load_translator
-from annotated.spacy_rules import tokenizer_rules
+from annotated.export.spacy_rules import tokenizer_rules
+from annotated.training.runs import load_translator
 
 GROUP = 64  # weights that share one scale, along a row
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
@@ -440,7 +440,7 @@ def load_exported(folder: Path = DEFAULT_OUT) -> Translator:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m annotated.browser_model",
+        prog="python -m annotated.export.browser_model",
         description="Export chapter 7's trained model for the site's Try-the-model page.",
     )
     parser.add_argument(

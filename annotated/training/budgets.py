@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from annotated.distributed import rank_and_world
-from annotated.files import atomic_write
+from annotated.base.distributed import rank_and_world
+from annotated.base.files import atomic_write
 
 if TYPE_CHECKING:
-    from annotated.runs import RunConfig
+    from annotated.training.runs import RunConfig
 
 PLAN_FILE = "plan.json"
 # The throughput probe trains PROBE_STEPS batches twice (32 steps, about the cost of the 27 it

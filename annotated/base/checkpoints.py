@@ -1,7 +1,7 @@
 """Checkpoint files: written atomically, read safely, refused with a reason when they do not fit.
 
 Chapter 3's `train` saves one every `checkpoint_every` steps, at the end and when it stops early,
-and resumes from it (`resume`); the runs of chapters 7 to 9 (`annotated.runs`), chapter 8's
+and resumes from it (`resume`); the runs of chapters 7 to 9 (`annotated.training.runs`), chapter 8's
 data-parallel check and the command-line tools read them. A checkpoint is a plain
 `torch.save` dictionary: the model's weights and `model_config` at least, and for a training
 checkpoint also the optimizer, scheduler and random-number states, the step, the history and the
@@ -17,17 +17,20 @@ from __future__ import annotations
 import dataclasses
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from annotated.files import atomic_write
+from annotated.base.files import atomic_write
 
 if TYPE_CHECKING:
-    from annotated.ch02_model import ModelConfig
-    from annotated.ch03_training import TrainConfig
-    from annotated.devices import LossScaling
+    from annotated.base.devices import LossScaling
+
+# The configurations saved and compared here are chapter 2's ModelConfig and chapter 3's
+# TrainConfig. This module sits below the chapters (chapter 3 imports it), so it knows them only as
+# dataclasses: their fields are what a checkpoint keeps.
+ModelConfig = TrainConfig = Any
 
 CHECKPOINT_VERSION = 1
 

@@ -3,7 +3,7 @@
 Chapters 7 (Multi30k) and 8 (WMT) train with the same machinery, which lives here rather than in
 either chapter: `RunConfig` (everything a run depends on) and its profiles (`pick_profile`,
 `smoke_version`), `train_run` (train, resume or just load a run in its folder, with `StepHook`
-scoring the validation set on the way and a time budget from `annotated/budgets.py`), checkpoint
+scoring the validation set on the way and a time budget from `annotated/training/budgets.py`), checkpoint
 averaging, `final_scores`, and `load_translator` (a run folder's model with its vocabularies,
 which `save_vocabularies` put there). A run folder holds:
 
@@ -31,14 +31,11 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from annotated.budgets import (
-    PROBE_STEPS,
-    TimeBudget,
-    fit_schedule,
-    read_budget,
-    report_stop,
-    write_budget,
-)
+from annotated.base.checkpoints import load_checkpoint, read_checkpoint
+from annotated.base.devices import training_device  # a CUDA GPU, Apple's MPS or the CPU (chapter 3)
+from annotated.base.distributed import rank_and_world, sum_over_processes
+from annotated.base.files import atomic_write, folder_lock, runs_dir
+from annotated.base.machine import describe as describe_machine
 from annotated.ch02_model import EncoderDecoder, ModelConfig, make_model
 from annotated.ch03_training import (
     SpecialTokens,
@@ -48,11 +45,14 @@ from annotated.ch03_training import (
 )
 from annotated.ch05_text import BatchPlan, Corpus, Subwords, Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
-from annotated.checkpoints import load_checkpoint, read_checkpoint
-from annotated.devices import training_device  # a CUDA GPU, Apple's MPS or the CPU (chapter 3)
-from annotated.distributed import rank_and_world, sum_over_processes
-from annotated.files import atomic_write, folder_lock, runs_dir
-from annotated.machine import describe as describe_machine
+from annotated.training.budgets import (
+    PROBE_STEPS,
+    TimeBudget,
+    fit_schedule,
+    read_budget,
+    report_stop,
+    write_budget,
+)
 
 RUNS_DIR = runs_dir()  # the checkout's runs/, else the user's (files.runs_dir)
 PROFILE_ENV = "ANNOTATED_PROFILE"

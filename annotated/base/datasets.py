@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from annotated.files import REPO_ROOT, atomic_write, in_checkout, user_folder
+from annotated.base.files import REPO_ROOT, atomic_write, in_checkout, user_folder
 
 DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
 DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
@@ -84,7 +84,7 @@ class RemoteFile:
 def shipped_data_dir() -> Path:
     """The folder of the data sets that ship with the book: the package's data/ in an installed
     wheel, else the checkout's data/ (where git keeps only those files)."""
-    packaged = Path(__file__).resolve().parent / "data"
+    packaged = Path(__file__).resolve().parents[1] / "data"
     return packaged if packaged.is_dir() else REPO_ROOT / "data"
 
 
@@ -676,7 +676,7 @@ def prepare_class_folder(
 ) -> list[Path]:
     """Fill `folder` with checked copies of the data sets, laid out as a mirror, readable by all.
 
-    A teacher runs this once (`python -m annotated.datasets FOLDER`); every student then sets
+    A teacher runs this once (`python -m annotated.base.datasets FOLDER`); every student then sets
     `ANNOTATED_DATA_DIR=FOLDER` and reads the files where they are. Files come from `mirror`, from
     files already in `folder`, or from their public URLs, and are checked as always. The folder's
     files are made readable (and its folders searchable) by everyone, writable by the teacher only.
@@ -715,7 +715,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m annotated.datasets",
+        prog="python -m annotated.base.datasets",
         description="Prepare one shared data folder for a class: checked copies of the data "
         "sets, readable by every student. Students then set "
         f"{DATA_DIR_ENV}=FOLDER and download nothing.",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 # The checkout (or, installed, the site-packages folder that holds the package).
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNS_DIR_ENV = "ANNOTATED_RUNS_DIR"
 APP = "annotated"
 

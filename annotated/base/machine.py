@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from annotated.devices import has_bf16_arithmetic
+from annotated.base.devices import has_bf16_arithmetic
 
 # Where /proc/stat can be read: other processes' CPU time, in cores' worth (CPU seconds per second).
 # An idle machine's background (the shell, sshd, systemd, an idle Jupyter kernel) uses a few
