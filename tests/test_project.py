@@ -1,6 +1,7 @@
 """The book as a project: setup files agree, notebooks match their chapters, imports are silent."""
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -162,6 +163,7 @@ def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
     assert (
         found
         == {
+            "annotated",
             "annotated.figures",
             "annotated.figures.ch01_attention",
             "annotated.exercises",
@@ -188,6 +190,68 @@ def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
     assert "annotated.ch07_multi30k" not in deps
     # Chapter 7's training curves serve chapter 8 too: their module is a dependency, the chapter not.
     assert "annotated.figures.ch07_multi30k" in deps
+
+
+def test_an_imported_chapters_notebook_cells_are_not_dependencies():
+    # Chapter 2 imports chapter 1's module, which runs none of chapter 1's figures or exercises:
+    # only chapter 1's notebook does.
+    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
+    assert "annotated.ch01_attention" in deps
+    assert not {"annotated.figures.ch01_attention", "annotated.exercises.ch01_attention"} & deps
+
+
+@pytest.mark.parametrize("chapter", ["ch00_preface", "ch01_attention", "ch02_model"])
+def test_the_first_chapters_depend_on_a_dozen_files_at_most(chapter):
+    deps = book.dependencies(book.PACKAGE / f"{chapter}.py")
+    assert len(deps) <= 12, [book.module_name(p) for p in deps]
+
+
+def _stale_after_a_code_line(tmp_path, monkeypatch, module: str) -> list[str]:
+    """The chapters whose notebook a code line added to `module` makes stale, in a copy."""
+    package = tmp_path / "annotated"
+    shutil.copytree(book.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    monkeypatch.setattr(book, "PACKAGE", package)
+    before = {source.stem: book.source_digest(source) for source in book.chapters()}
+    with (package / module).open("a", encoding="utf-8") as handle:
+        handle.write("\nPROBE = 1\n")
+    return [s.stem for s in book.chapters() if book.source_digest(s) != before[s.stem]]
+
+
+@pytest.mark.parametrize(
+    ("module", "at_most"),
+    [
+        ("exercises/ch06_decoding.py", ["ch06_decoding"]),
+        ("figures/ch01_attention.py", ["ch01_attention", "ch07_multi30k"]),
+        ("export/browser_model.py", []),
+        ("training/runs.py", ["ch07_multi30k", "ch08_wmt", "ch09_table3", "ch10_conclusion"]),
+        ("translate.py", []),
+    ],
+)
+def test_a_code_change_makes_stale_only_the_notebooks_that_run_it(
+    tmp_path, monkeypatch, module, at_most
+):
+    stale = _stale_after_a_code_line(tmp_path, monkeypatch, module)
+    if at_most:
+        assert stale, f"a code line in {module} made no notebook stale"
+    assert set(stale) <= set(at_most), stale
+
+
+def test_a_change_to_a_module_every_chapter_imports_makes_them_all_stale(tmp_path, monkeypatch):
+    # The probe itself: a module under every chapter (the files' module) reaches all but the lab
+    # notebook, which runs no code of the book's.
+    stale = _stale_after_a_code_line(tmp_path, monkeypatch, "base/files.py")
+    assert set(stale) == {s.stem for s in CHAPTERS} - {"ch11_lab_notebook"}
+
+
+def test_the_maintainers_guide_shows_which_notebooks_each_module_makes_stale():
+    # `python tools/book.py reach` prints the table; CONTRIBUTING.md holds it as printed.
+    guide = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    guide = "\n".join(line.strip() for line in guide.splitlines())
+    table = book.stale_table()
+    assert table in guide, (
+        "CONTRIBUTING.md's table of what each module makes stale differs from the package's: "
+        "paste the output of `python tools/book.py reach` in its place"
+    )
 
 
 def test_the_digest_follows_code_and_ignores_prose(tmp_path, monkeypatch):

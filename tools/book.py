@@ -7,6 +7,7 @@ into the .py; it only writes notebooks from the .py files:
     python tools/book.py execute         # re-execute only notebooks whose sources changed
     python tools/book.py execute --all   # re-execute every notebook
     python tools/book.py status          # say which notebooks are stale, exit 1 if any
+    python tools/book.py reach           # for each module, the notebooks a change to it makes stale
 
 A notebook records, in its metadata, a digest of the code it was executed from: the chapter's code
 cells and the code (not the comments, markdown or docstrings) of every `annotated` module the
@@ -166,7 +167,7 @@ def module_path(name: str) -> Path | None:
         return None
     base = PACKAGE.joinpath(*parts[1:])
     for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if len(parts) > 1 and path.exists():
+        if path.exists() and path != PACKAGE.with_suffix(".py"):
             return path
     return None
 
@@ -178,16 +179,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imported_modules(source: Path) -> set[Path]:
-    """The `annotated` modules that a source file imports (a chapter's notebook-only cells too).
+def _imported_modules(source: Path, as_notebook: bool = False) -> set[Path]:
+    """The `annotated` modules that a source file imports: as Python imports it, or, with
+    `as_notebook`, as a chapter's notebook runs it (its notebook-only cells too).
 
-    Importing `annotated.figures.ch01_attention` runs the package `annotated.figures` first, so
-    both count.
+    Imports inside functions count (the exercise checks import their diagnoses only when an answer
+    is wrong). Importing `annotated.figures.ch01_attention` runs the package `annotated.figures`
+    first, so both count.
     """
     names: set[str] = set()
     code = (
         notebook_code(source).replace("\n\0", "\n")
-        if is_chapter(source)
+        if as_notebook
         else source.read_text(encoding="utf-8")
     )
     for node in ast.walk(ast.parse(code)):
@@ -199,22 +202,65 @@ def _imported_modules(source: Path) -> set[Path]:
             names.update(alias.name for alias in node.names)
     for name in list(names):
         parts = name.split(".")
-        names.update(".".join(parts[:end]) for end in range(2, len(parts)))
+        names.update(".".join(parts[:end]) for end in range(1, len(parts)))
     return {path for name in names if (path := module_path(name)) is not None}
 
 
 def dependencies(source: Path) -> list[Path]:
-    """The source itself and every `annotated` module it needs, transitively."""
+    """The source itself and every `annotated` module it needs, transitively.
+
+    A chapter given as `source` is read as its notebook runs it; a chapter it imports, as Python
+    imports it: the notebook-only cells of that chapter (its charts, its exercises) are not run by
+    the import, so they are not dependencies of the importer.
+    """
     seen: dict[str, Path] = {}
-    todo = [source]
+    todo = [(source, is_chapter(source))]
     while todo:
-        path = todo.pop()
+        path, as_notebook = todo.pop()
         name = module_name(path)
         if name in seen:
             continue
         seen[name] = path
-        todo.extend(_imported_modules(path))
+        todo.extend((found, False) for found in _imported_modules(path, as_notebook))
     return [seen[name] for name in sorted(seen)]
+
+
+def package_modules() -> list[Path]:
+    """Every module of the package, chapters and subpackages included, in name order."""
+    return sorted(PACKAGE.rglob("*.py"), key=module_name)
+
+
+def made_stale_by() -> dict[str, list[str]]:
+    """For each module of the package, the chapter notebooks a code change to it makes stale."""
+    reached = {module_name(path): [] for path in package_modules()}
+    for source in chapters():
+        for path in dependencies(source):
+            reached[module_name(path)].append(source.stem)
+    return reached
+
+
+def chapter_numbers(stems: list[str]) -> str:
+    """Chapter stems as their numbers, runs of three or more folded: "0-6, 8" ("none" for none)."""
+    numbers = sorted(int(stem[2:4]) for stem in stems)
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    words = [
+        f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs
+    ]
+    return ", ".join(words) or "none"
+
+
+def stale_table() -> str:
+    """The Markdown table of `made_stale_by`, as CONTRIBUTING.md shows it (a test compares)."""
+    lines = ["| a code change to | makes stale the notebooks of chapters |", "|---|---|"]
+    for name, stems in made_stale_by().items():
+        shown = module_path(name).relative_to(PACKAGE.parent).as_posix()
+        lines.append(f"| `{shown}` | {chapter_numbers(stems)} |")
+    return "\n".join(lines)
 
 
 def code_of(path: Path) -> str:
@@ -385,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("command", choices=["sync", "execute", "status"])
+    parser.add_argument("command", choices=["sync", "execute", "status", "reach"])
     parser.add_argument(
         "chapters", nargs="*", help="chapter names (e.g. ch01_attention); default all"
     )
@@ -406,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         for source in sources:
             sync(source)
             print(f"synced   {notebook_for(source).relative_to(ROOT)}")
+        return 0
+    if args.command == "reach":
+        print(stale_table())
         return 0
     if args.command == "status":
         stale = [s for s in sources if is_stale(s)]
