@@ -236,7 +236,24 @@ def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
     """Execute one notebook in its own scratch folder; whatever happens, a result."""
 
     started = time.perf_counter()
-    result = {
+    result = _blank_result(run)
+    try:
+        copy = _fresh_copy(run, scratch)
+        saved = nbformat.read(run.notebook, as_version=4)
+        notebook = _without_outputs(copy)
+        stopped_at = _run_cells(run, notebook, copy, timeout, result, started)
+        checked, differences = compare(saved, notebook, stopped_at, patterns)
+        result.update(checked=checked, differ=len(differences), differences=differences)
+    except Exception as error:  # noqa: BLE001  (the copy or the comparison failed)
+        result["ran_to_end"] = False
+        result["error"] = result["error"] or _one_line(f"{type(error).__name__}: {error}")
+        result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def _blank_result(run: Run) -> dict:
+    """A run's result before it ran: not to the end, nothing compared."""
+    return {
         "label": run.label,
         "notebook": run.notebook.name,
         "profile": run.profile,
@@ -249,51 +266,61 @@ def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
         "differ": 0,
         "differences": [],
     }
+
+
+def _fresh_copy(run: Run, scratch: Path) -> Path:
+    """The run's notebook copied into a scratch folder of its own, emptied first."""
+    folder = scratch / run.label
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    copy = folder / run.notebook.name
+    shutil.copyfile(run.notebook, copy)
+    return copy
+
+
+def _without_outputs(path: Path):
+    """The notebook at `path` with its code cells' outputs cleared, and the cells nbval expects
+    to raise tagged so that nbclient goes on after them."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            if "NBVAL_RAISES_EXCEPTION" in markers(cell.source):
+                tags = cell.metadata.setdefault("tags", [])
+                tags.append("raises-exception")
+    return notebook
+
+
+def _run_cells(run: Run, notebook, copy: Path, timeout: int, result: dict, started: float):
+    """Execute `notebook` in a fresh kernel beside its `copy`, and write the executed notebook
+    there; notes in `result` whether it ran to the end, else the code cell that failed and its
+    error, and the seconds since `started`. Returns the index of the cell it stopped at (0 when
+    nothing ran), None when it ran to the end."""
+    executing: list[int] = []  # the index of each code cell sent to the kernel
+    client = notebook_client(
+        notebook,
+        copy.parent,
+        timeout,
+        on_cell_execute=lambda cell, cell_index: executing.append(cell_index),
+    )
+    stopped_at = None
     try:
-        folder = scratch / run.label
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        copy = folder / run.notebook.name
-        shutil.copyfile(run.notebook, copy)
-        saved = nbformat.read(run.notebook, as_version=4)
-        notebook = nbformat.read(copy, as_version=4)
-        for cell in notebook.cells:
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-                if "NBVAL_RAISES_EXCEPTION" in markers(cell.source):
-                    tags = cell.metadata.setdefault("tags", [])
-                    tags.append("raises-exception")
-        executing: list[int] = []  # the index of each code cell sent to the kernel
-        client = notebook_client(
-            notebook,
-            folder,
-            timeout,
-            on_cell_execute=lambda cell, cell_index: executing.append(cell_index),
-        )
-        stopped_at = None
-        try:
-            client.execute(env=kernel_environment(run))
-            result["ran_to_end"] = True
-        except Exception as error:  # noqa: BLE001  (a failing notebook must not stop the others)
-            result["error"] = _error_of(error, notebook, executing)
-            if executing:
-                stopped_at = executing[-1]
-                result["failed_cell"] = sum(
-                    cell.cell_type == "code" for cell in notebook.cells[: stopped_at + 1]
-                )
-            else:
-                stopped_at = 0  # nothing ran: nothing to compare
-        finally:
-            result["seconds"] = round(time.perf_counter() - started, 1)
-            with contextlib.suppress(Exception):
-                nbformat.write(notebook, copy)  # the executed copy, for a look at what it did
-        checked, differences = compare(saved, notebook, stopped_at, patterns)
-        result.update(checked=checked, differ=len(differences), differences=differences)
-    except Exception as error:  # noqa: BLE001  (the copy or the comparison failed)
-        result["ran_to_end"] = False
-        result["error"] = result["error"] or _one_line(f"{type(error).__name__}: {error}")
+        client.execute(env=kernel_environment(run))
+        result["ran_to_end"] = True
+    except Exception as error:  # noqa: BLE001  (a failing notebook must not stop the others)
+        result["error"] = _error_of(error, notebook, executing)
+        if executing:
+            stopped_at = executing[-1]
+            result["failed_cell"] = sum(
+                cell.cell_type == "code" for cell in notebook.cells[: stopped_at + 1]
+            )
+        else:
+            stopped_at = 0  # nothing ran: nothing to compare
+    finally:
         result["seconds"] = round(time.perf_counter() - started, 1)
-    return result
+        with contextlib.suppress(Exception):
+            nbformat.write(notebook, copy)  # the executed copy, for a look at what it did
+    return stopped_at
 
 
 def _error_of(error: Exception, notebook, executing: list[int]) -> str:
