@@ -217,7 +217,7 @@ def minutes_to(evals, threshold: float):
     return None if reached.empty else float(reached["train minutes"].iloc[0])
 
 
-def main() -> None:
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -233,11 +233,12 @@ def main() -> None:
         help="a checkout of an earlier commit (a git worktree): time its step too, alternating",
     )
     parser.add_argument("--recompute-sentences", type=int, default=1000)
-    args = parser.parse_args()
-    timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
-    profile, config = profile_config(args.profile)
-    folder = RUNS_DIR / f"multi30k-{profile}"
-    run = train_multi30k(config, folder)
+    return parser.parse_args()
+
+
+def run_record(run, profile: str, config) -> dict:
+    """The training run's part of the record (section 1 of the module docstring): its scores,
+    minutes, steps and speed, and the padding of its batches."""
     last_step = int(run.history.step.max())
     scores = saved_scores(run) or final_scores(run).to_dict("records")
     # The headline figures are the book's final model and decoding: averaged weights, and for a
@@ -250,7 +251,7 @@ def main() -> None:
         by[("test_2016_flickr", "greedy")],
         by[("test_2016_flickr", f"beam {config.decoding.beam}")],
     )
-    record = {
+    return {
         "benchmark": "Multi30k de-en (chapter 7)",
         "profile": profile,
         "machine": describe(),
@@ -274,6 +275,15 @@ def main() -> None:
         "val_bleu_by_minute": run.evals[["train minutes", "val BLEU"]].values.tolist(),
         "padding_fraction": round(padding_fraction(train_pairs, plan), 4),
     }
+
+
+def main() -> None:
+    args = parse_arguments()
+    timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
+    profile, config = profile_config(args.profile)
+    folder = RUNS_DIR / f"multi30k-{profile}"
+    run = train_multi30k(config, folder)
+    record = run_record(run, profile, config)
     record |= throughput(run, args)
     record |= decoding_speed(run, args.recompute_sentences)
     record["timing"] = timing.stop()

@@ -113,6 +113,135 @@ def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/try.html"
 
 
+def load_times(browser, url: str, loads: int) -> tuple[list[float], list[float]]:
+    """The seconds from the request of the page to its model ready to translate, `loads` times in
+    fresh contexts (nothing cached), and the seconds the page says the model's set-up took."""
+    seconds, model_seconds = [], []
+    for _ in range(loads):
+        context = browser.new_context()
+        page = context.new_page()
+        started = time.perf_counter()
+        page.goto(url, wait_until="commit")
+        page.wait_for_function("() => window.AnnotatedTry")
+        model_seconds.append(page.evaluate("() => AnnotatedTry.ready"))
+        seconds.append(time.perf_counter() - started)
+        context.close()
+    return seconds, model_seconds
+
+
+def ready_page(browser, url: str):
+    """The page opened in a context of its own, its model ready to translate."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function("() => window.AnnotatedTry")
+    page.evaluate("() => AnnotatedTry.ready")
+    return page
+
+
+def translation_times(page, sentence: str, repeats: int) -> tuple[dict, dict]:
+    """Greedy and beam search with the page's defaults: the seconds of each of `repeats`
+    translations of the sentence after an untimed one, and what the page answered (the text, its
+    words, the kernel), by name."""
+    times, outputs = {}, {}
+    for name, beam in (("greedy", 1), ("beam", 4)):
+        runs = page.evaluate(
+            """([text, beam, repeats]) => {
+              const alpha = AnnotatedTry.state.manifest.decoding.alpha;
+              AnnotatedTry.translate(text, {beam, alpha});  // untimed: the code warms up
+              const seconds = [];
+              let result;
+              for (let i = 0; i < repeats; i++) {
+                const started = performance.now();
+                result = AnnotatedTry.translate(text, {beam, alpha});
+                seconds.push((performance.now() - started) / 1000);
+              }
+              return {seconds, text: result.text, words: result.words.length,
+                      kernel: AnnotatedTry.state.model.kernel};
+            }""",
+            [sentence, beam, repeats],
+        )
+        times[name], outputs[name] = runs["seconds"], runs
+    return times, outputs
+
+
+def agreement_with_python(page) -> tuple[list[str], dict[str, int]]:
+    """What the browser test checks, recorded: the page's translations of the reference's
+    sentences against the Python translator's. The sentences, and how many the page translates
+    as Python does, greedy and with beam search."""
+    reference = json.loads((ROOT / "site" / "try" / "reference.json").read_text("utf-8"))
+    sources = [de for de, _ in read_multi30k("test_2016_flickr")[: reference["sentences"]]]
+    same = {}
+    for name, beam in (("greedy", 1), ("beam", 4)):
+        got = page.evaluate(
+            """([texts, beam]) => texts.map((text) => AnnotatedTry.translate(text,
+                 {beam, alpha: AnnotatedTry.state.manifest.decoding.alpha}).text)""",
+            [sources, beam],
+        )
+        same[name] = sum(g == w for g, w in zip(got, reference[name], strict=True))
+    return sources, same
+
+
+def measure_page(playwright, url: str, sentence: str, args) -> dict:
+    """Everything measured in Chromium, by name: its version, the load times, the sentence's
+    translation times and outputs, and the agreement with Python's translations."""
+    browser = playwright.chromium.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True
+    )
+    loads, model_seconds = load_times(browser, url, args.loads)
+    page = ready_page(browser, url)
+    times, outputs = translation_times(page, sentence, args.repeats)
+    sources, same = agreement_with_python(page)
+    seen = {
+        "loads": loads,
+        "model_seconds": model_seconds,
+        "times": times,
+        "outputs": outputs,
+        "sources": sources,
+        "same": same,
+        "version": browser.version,
+    }
+    browser.close()
+    return seen
+
+
+def page_record(seen: dict, sentence: str, args) -> dict:
+    """The record of what `measure_page` saw, with the sizes of the model's files."""
+    times, outputs, loads = seen["times"], seen["outputs"], seen["loads"]
+    model_bytes = (ROOT / "site" / "try" / "model.bin").stat().st_size
+    greedy = statistics.median(times["greedy"])
+    return {
+        "benchmark": "the Try-the-model page in headless Chromium (site/try)",
+        "machine": describe(),
+        "browser": f"Chromium {seen['version']} (headless)",
+        "kernel": outputs["greedy"]["kernel"],
+        "model_bin_bytes": model_bytes,
+        "float32_bytes": 4
+        * json.loads((ROOT / "site" / "try" / "model.json").read_text("utf-8"))["model"][
+            "parameters"
+        ],
+        "model_data_js_bytes": (HTML / "_static" / "try" / "model-data.js").stat().st_size,
+        "page_load_to_ready_seconds": round(statistics.median(loads), 3),
+        "page_load_to_ready_all": [round(s, 3) for s in loads],
+        "model_setup_seconds": round(statistics.median(seen["model_seconds"]), 3),
+        "sentence": sentence,
+        "sentence_words": outputs["greedy"]["words"],
+        "greedy_seconds": round(greedy, 4),
+        "beam_seconds": round(statistics.median(times["beam"]), 4),
+        "greedy_all": [round(s, 4) for s in times["greedy"]],
+        "beam_all": [round(s, 4) for s in times["beam"]],
+        "greedy_output": outputs["greedy"]["text"],
+        "beam_output": outputs["beam"]["text"],
+        "target_greedy_seconds": TARGET_GREEDY_SECONDS,
+        "greedy_within_target": greedy < TARGET_GREEDY_SECONDS,
+        "reference_sentences": len(seen["sources"]),
+        "same_as_python_greedy": seen["same"]["greedy"],
+        "same_as_python_beam": seen["same"]["beam"],
+        "loads": args.loads,
+        "repeats": args.repeats,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", type=int, default=3)
@@ -126,90 +255,9 @@ def main() -> None:
     browser_cpu = BrowserCpu()
     timing = Timing(1, cpu_seconds=browser_cpu.seconds).start()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], headless=True
-        )
-        loads, model_seconds = [], []
-        for _ in range(args.loads):
-            context = browser.new_context()
-            page = context.new_page()
-            started = time.perf_counter()
-            page.goto(url, wait_until="commit")
-            page.wait_for_function("() => window.AnnotatedTry")
-            model_seconds.append(page.evaluate("() => AnnotatedTry.ready"))
-            loads.append(time.perf_counter() - started)
-            context.close()
-        context = browser.new_context()
-        page = context.new_page()
-        page.goto(url)
-        page.wait_for_function("() => window.AnnotatedTry")
-        page.evaluate("() => AnnotatedTry.ready")
-        times, outputs = {}, {}
-        for name, beam in (("greedy", 1), ("beam", 4)):
-            runs = page.evaluate(
-                """([text, beam, repeats]) => {
-                  const alpha = AnnotatedTry.state.manifest.decoding.alpha;
-                  AnnotatedTry.translate(text, {beam, alpha});  // untimed: the code warms up
-                  const seconds = [];
-                  let result;
-                  for (let i = 0; i < repeats; i++) {
-                    const started = performance.now();
-                    result = AnnotatedTry.translate(text, {beam, alpha});
-                    seconds.push((performance.now() - started) / 1000);
-                  }
-                  return {seconds, text: result.text, words: result.words.length,
-                          kernel: AnnotatedTry.state.model.kernel};
-                }""",
-                [sentence, beam, args.repeats],
-            )
-            times[name], outputs[name] = runs["seconds"], runs
-        # What the browser test checks, recorded: the page's translations of the reference's
-        # sentences against the Python translator's.
-        reference = json.loads((ROOT / "site" / "try" / "reference.json").read_text("utf-8"))
-        sources = [de for de, _ in read_multi30k("test_2016_flickr")[: reference["sentences"]]]
-        same = {}
-        for name, beam in (("greedy", 1), ("beam", 4)):
-            got = page.evaluate(
-                """([texts, beam]) => texts.map((text) => AnnotatedTry.translate(text,
-                     {beam, alpha: AnnotatedTry.state.manifest.decoding.alpha}).text)""",
-                [sources, beam],
-            )
-            same[name] = sum(g == w for g, w in zip(got, reference[name], strict=True))
-        version = browser.version
-        browser.close()
+        seen = measure_page(playwright, url, sentence, args)
     httpd.shutdown()
-    model_bytes = (ROOT / "site" / "try" / "model.bin").stat().st_size
-    greedy = statistics.median(times["greedy"])
-    record = {
-        "benchmark": "the Try-the-model page in headless Chromium (site/try)",
-        "machine": describe(),
-        "browser": f"Chromium {version} (headless)",
-        "kernel": outputs["greedy"]["kernel"],
-        "model_bin_bytes": model_bytes,
-        "float32_bytes": 4
-        * json.loads((ROOT / "site" / "try" / "model.json").read_text("utf-8"))["model"][
-            "parameters"
-        ],
-        "model_data_js_bytes": (HTML / "_static" / "try" / "model-data.js").stat().st_size,
-        "page_load_to_ready_seconds": round(statistics.median(loads), 3),
-        "page_load_to_ready_all": [round(s, 3) for s in loads],
-        "model_setup_seconds": round(statistics.median(model_seconds), 3),
-        "sentence": sentence,
-        "sentence_words": outputs["greedy"]["words"],
-        "greedy_seconds": round(greedy, 4),
-        "beam_seconds": round(statistics.median(times["beam"]), 4),
-        "greedy_all": [round(s, 4) for s in times["greedy"]],
-        "beam_all": [round(s, 4) for s in times["beam"]],
-        "greedy_output": outputs["greedy"]["text"],
-        "beam_output": outputs["beam"]["text"],
-        "target_greedy_seconds": TARGET_GREEDY_SECONDS,
-        "greedy_within_target": greedy < TARGET_GREEDY_SECONDS,
-        "reference_sentences": len(sources),
-        "same_as_python_greedy": same["greedy"],
-        "same_as_python_beam": same["beam"],
-        "loads": args.loads,
-        "repeats": args.repeats,
-    }
+    record = page_record(seen, sentence, args)
     record["timing"] = timing.stop()
     browser_cpu.close()
     write_results("try", record)

@@ -236,7 +236,24 @@ def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
     """Execute one notebook in its own scratch folder; whatever happens, a result."""
 
     started = time.perf_counter()
-    result = {
+    result = _blank_result(run)
+    try:
+        copy = _fresh_copy(run, scratch)
+        saved = nbformat.read(run.notebook, as_version=4)
+        notebook = _without_outputs(copy)
+        stopped_at = _run_cells(run, notebook, copy, timeout, result, started)
+        checked, differences = compare(saved, notebook, stopped_at, patterns)
+        result.update(checked=checked, differ=len(differences), differences=differences)
+    except Exception as error:  # noqa: BLE001  (the copy or the comparison failed)
+        result["ran_to_end"] = False
+        result["error"] = result["error"] or _one_line(f"{type(error).__name__}: {error}")
+        result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def _blank_result(run: Run) -> dict:
+    """A run's result before it ran: not to the end, nothing compared."""
+    return {
         "label": run.label,
         "notebook": run.notebook.name,
         "profile": run.profile,
@@ -249,51 +266,61 @@ def execute(run: Run, scratch: Path, timeout: int, patterns) -> dict:
         "differ": 0,
         "differences": [],
     }
+
+
+def _fresh_copy(run: Run, scratch: Path) -> Path:
+    """The run's notebook copied into a scratch folder of its own, emptied first."""
+    folder = scratch / run.label
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    copy = folder / run.notebook.name
+    shutil.copyfile(run.notebook, copy)
+    return copy
+
+
+def _without_outputs(path: Path):
+    """The notebook at `path` with its code cells' outputs cleared, and the cells nbval expects
+    to raise tagged so that nbclient goes on after them."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+            if "NBVAL_RAISES_EXCEPTION" in markers(cell.source):
+                tags = cell.metadata.setdefault("tags", [])
+                tags.append("raises-exception")
+    return notebook
+
+
+def _run_cells(run: Run, notebook, copy: Path, timeout: int, result: dict, started: float):
+    """Execute `notebook` in a fresh kernel beside its `copy`, and write the executed notebook
+    there; notes in `result` whether it ran to the end, else the code cell that failed and its
+    error, and the seconds since `started`. Returns the index of the cell it stopped at (0 when
+    nothing ran), None when it ran to the end."""
+    executing: list[int] = []  # the index of each code cell sent to the kernel
+    client = notebook_client(
+        notebook,
+        copy.parent,
+        timeout,
+        on_cell_execute=lambda cell, cell_index: executing.append(cell_index),
+    )
+    stopped_at = None
     try:
-        folder = scratch / run.label
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        copy = folder / run.notebook.name
-        shutil.copyfile(run.notebook, copy)
-        saved = nbformat.read(run.notebook, as_version=4)
-        notebook = nbformat.read(copy, as_version=4)
-        for cell in notebook.cells:
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-                if "NBVAL_RAISES_EXCEPTION" in markers(cell.source):
-                    tags = cell.metadata.setdefault("tags", [])
-                    tags.append("raises-exception")
-        executing: list[int] = []  # the index of each code cell sent to the kernel
-        client = notebook_client(
-            notebook,
-            folder,
-            timeout,
-            on_cell_execute=lambda cell, cell_index: executing.append(cell_index),
-        )
-        stopped_at = None
-        try:
-            client.execute(env=kernel_environment(run))
-            result["ran_to_end"] = True
-        except Exception as error:  # noqa: BLE001  (a failing notebook must not stop the others)
-            result["error"] = _error_of(error, notebook, executing)
-            if executing:
-                stopped_at = executing[-1]
-                result["failed_cell"] = sum(
-                    cell.cell_type == "code" for cell in notebook.cells[: stopped_at + 1]
-                )
-            else:
-                stopped_at = 0  # nothing ran: nothing to compare
-        finally:
-            result["seconds"] = round(time.perf_counter() - started, 1)
-            with contextlib.suppress(Exception):
-                nbformat.write(notebook, copy)  # the executed copy, for a look at what it did
-        checked, differences = compare(saved, notebook, stopped_at, patterns)
-        result.update(checked=checked, differ=len(differences), differences=differences)
-    except Exception as error:  # noqa: BLE001  (the copy or the comparison failed)
-        result["ran_to_end"] = False
-        result["error"] = result["error"] or _one_line(f"{type(error).__name__}: {error}")
+        client.execute(env=kernel_environment(run))
+        result["ran_to_end"] = True
+    except Exception as error:  # noqa: BLE001  (a failing notebook must not stop the others)
+        result["error"] = _error_of(error, notebook, executing)
+        if executing:
+            stopped_at = executing[-1]
+            result["failed_cell"] = sum(
+                cell.cell_type == "code" for cell in notebook.cells[: stopped_at + 1]
+            )
+        else:
+            stopped_at = 0  # nothing ran: nothing to compare
+    finally:
         result["seconds"] = round(time.perf_counter() - started, 1)
-    return result
+        with contextlib.suppress(Exception):
+            nbformat.write(notebook, copy)  # the executed copy, for a look at what it did
+    return stopped_at
 
 
 def _error_of(error: Exception, notebook, executing: list[int]) -> str:
@@ -416,6 +443,27 @@ def _pairs(parser, values: list[str], what: str, known: dict[str, Path]) -> dict
 
 def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[Run]]:
     """The arguments and the runs they ask for; argparse's SystemExit(2) for bad ones."""
+    parser = argument_parser()
+    args = parser.parse_args(argv)
+    _check_settings(parser, args)
+    known = _chapter_notebooks(parser, args.notebooks)
+    chosen = _chosen_chapters(parser, args.chapters, known)
+    profiles = {name: value for name, value in DEFAULT_PROFILES.items() if name in known}
+    profiles.update(_pairs(parser, args.profile, "profile", known))
+    precisions = _pairs(parser, args.precision, "precision", known)
+
+    runs = [
+        Run(name, known[name], profiles.get(name) or None, precisions.get(name) or None)
+        for name in chosen
+    ]
+    extras = args.extra if args.extra is not None else _default_extras(chosen)
+    for extra in extras:
+        runs.append(_extra_run(parser, extra, known, runs))
+    return args, runs
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line's flags."""
     parser = argparse.ArgumentParser(
         prog="run_book.py",
         description=__doc__.split("\n\n")[0],
@@ -462,8 +510,12 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[Run]]:
     )
     parser.add_argument("--record", type=Path, help="also merge the report into this JSON file")
     parser.add_argument("--key", help="... under this top-level key")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _check_settings(parser, args: argparse.Namespace) -> None:
+    """Refuse a timeout that is not positive, --record without --key (or the reverse), and a
+    record that does not hold a JSON object."""
     if args.timeout <= 0:
         parser.error("--timeout must be a positive number of seconds")
     if (args.record is None) != (args.key is None):
@@ -473,48 +525,53 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[Run]]:
             read_record(args.record)
         except ValueError as error:  # JSONDecodeError too
             parser.error(f"--record {args.record}: {error}")
-    if not args.notebooks.is_dir():
-        parser.error(f"--notebooks {args.notebooks}: no such folder")
-    known = {path.stem: path for path in sorted(args.notebooks.glob(NOTEBOOK_PATTERN))}
+
+
+def _chapter_notebooks(parser, folder: Path) -> dict[str, Path]:
+    """The chapter notebooks in `folder` by name, in order; refused if there are none."""
+    if not folder.is_dir():
+        parser.error(f"--notebooks {folder}: no such folder")
+    known = {path.stem: path for path in sorted(folder.glob(NOTEBOOK_PATTERN))}
     if not known:
-        parser.error(f"no chapter notebooks ({NOTEBOOK_PATTERN}) in {args.notebooks}")
-    chosen = list(known)
-    if args.chapters:
-        wanted = {_stem(name) for name in args.chapters}
-        unknown = sorted(wanted - set(known))
-        if unknown:
-            parser.error(
-                f"no such chapter notebook: {', '.join(unknown)} (have {', '.join(known)})"
-            )
-        chosen = [name for name in known if name in wanted]
-    profiles = {name: value for name, value in DEFAULT_PROFILES.items() if name in known}
-    profiles.update(_pairs(parser, args.profile, "profile", known))
-    precisions = _pairs(parser, args.precision, "precision", known)
+        parser.error(f"no chapter notebooks ({NOTEBOOK_PATTERN}) in {folder}")
+    return known
 
-    runs = [
-        Run(name, known[name], profiles.get(name) or None, precisions.get(name) or None)
-        for name in chosen
-    ]
-    extras = args.extra
-    if extras is None:
-        import torch
 
-        cuda = torch.cuda.is_available()
-        extras = [extra for extra in CUDA_EXTRAS if cuda and extra.split(":")[0] in chosen]
-    for extra in extras:
-        fields = extra.split(":")
-        if len(fields) != 3:
-            parser.error(f"--extra {extra!r}: write it as CHAPTER:PROFILE:PRECISION")
-        chapter, profile, precision = _stem(fields[0]), fields[1], fields[2]
-        if chapter not in known:
-            parser.error(f"--extra {extra!r}: no such chapter notebook (have {', '.join(known)})")
-        if precision and precision not in PRECISIONS:
-            parser.error(f"--extra {extra!r}: choose a precision of {', '.join(PRECISIONS)}")
-        label = f"{chapter}-{profile or 'default'}-{precision or 'default'}"
-        if any(run.label == label for run in runs):
-            parser.error(f"--extra {extra!r}: {label} runs already")
-        runs.append(Run(label, known[chapter], profile or None, precision or None))
-    return args, runs
+def _chosen_chapters(parser, chapters: list[str] | None, known: dict[str, Path]) -> list[str]:
+    """The chapters named (every known one if none is), in the book's order."""
+    if not chapters:
+        return list(known)
+    wanted = {_stem(name) for name in chapters}
+    unknown = sorted(wanted - set(known))
+    if unknown:
+        parser.error(f"no such chapter notebook: {', '.join(unknown)} (have {', '.join(known)})")
+    return [name for name in known if name in wanted]
+
+
+def _default_extras(chosen: list[str]) -> list[str]:
+    """The extra runs made when --extra is not given: CUDA_EXTRAS of the chosen chapters, where
+    torch sees a CUDA GPU."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return [extra for extra in CUDA_EXTRAS if cuda and extra.split(":")[0] in chosen]
+
+
+def _extra_run(parser, extra: str, known: dict[str, Path], runs: list[Run]) -> Run:
+    """The run that CHAPTER:PROFILE:PRECISION asks for, labelled by all three; refused if it
+    repeats one of `runs`."""
+    fields = extra.split(":")
+    if len(fields) != 3:
+        parser.error(f"--extra {extra!r}: write it as CHAPTER:PROFILE:PRECISION")
+    chapter, profile, precision = _stem(fields[0]), fields[1], fields[2]
+    if chapter not in known:
+        parser.error(f"--extra {extra!r}: no such chapter notebook (have {', '.join(known)})")
+    if precision and precision not in PRECISIONS:
+        parser.error(f"--extra {extra!r}: choose a precision of {', '.join(PRECISIONS)}")
+    label = f"{chapter}-{profile or 'default'}-{precision or 'default'}"
+    if any(run.label == label for run in runs):
+        parser.error(f"--extra {extra!r}: {label} runs already")
+    return Run(label, known[chapter], profile or None, precision or None)
 
 
 def main(argv: list[str] | None = None) -> int:
