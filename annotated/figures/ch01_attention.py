@@ -1,4 +1,5 @@
-"""Chapter 1's charts: the walk through equation 1, the softmax's saturation, masks and heads.
+"""Chapter 1's charts: the walk through equation 1, the softmax's saturation, masks and heads; and
+its drawings, attention as a flow of tensors (one head, then several; Figure 2).
 
 The chapter defines attention; this module lays out the walk's numbers (`one_query_steps` takes
 equation 1 one step at a time, with the chapter's `attention`) and draws them, so the chapter's page

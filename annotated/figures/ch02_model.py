@@ -1,5 +1,6 @@
 """Chapter 2's charts: the sinusoidal positional encoding, how two positions' encodings compare,
-and the gradient that post-norm and pre-norm stacks send to each layer.
+and the gradient that post-norm and pre-norm stacks send to each layer; and the architecture of
+Figure 1, drawn from a built model.
 
 The chapter computes what the paper claims (`sinusoidal_table`, `position_similarity`); this
 module draws it. The post-norm/pre-norm comparison is the book's own experiment, not a claim of

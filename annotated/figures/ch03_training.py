@@ -1,5 +1,5 @@
 """Chapter 3's charts: the learning-rate schedule, the smoothed targets, and what smoothing does to
-the loss of an over-confident model.
+the loss of an over-confident model; and teacher forcing drawn from a batch.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Chapter 4's charts: the copy model learning, and where its decoder looks in the source."""
+"""Chapter 4's charts: the copy model learning, and where its decoder looks in the source; and
+the decoding steps drawn one by one (chapter 6 draws its cached decoder with them too)."""
 
 from __future__ import annotations
 

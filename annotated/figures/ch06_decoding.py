@@ -1,4 +1,5 @@
-"""Chapter 6's chart: the length penalty lp(Y) against the candidate's length, for a few alphas."""
+"""Chapter 6's chart: the length penalty lp(Y) against the candidate's length, for a few alphas;
+and the beam search drawn as a tree (chapter 7 draws its own search with it)."""
 
 from __future__ import annotations
 
