@@ -30,14 +30,18 @@
       for (let i = 0; i < count; i++) out[i] = view.getFloat32(4 * i, true);
       return out;
     }
-    const bits = entry.bits, group = entry.group, scales = count / group;
+    const bits = entry.bits,
+      group = entry.group,
+      scales = count / group;
     const scale = new Float64Array(scales);
     const unit = Math.pow(2, -entry.shift); // the matrix's power of two (browser_model.py)
     for (let g = 0; g < scales; g++) scale[g] = halfToFloat(view.getUint16(2 * g, true)) * unit;
-    const start = entry.offset + 2 * scales, end = entry.offset + entry.bytes;
+    const start = entry.offset + 2 * scales,
+      end = entry.offset + entry.bytes;
     const stream = new Uint8Array(end - start + 3); // room to read three bytes past the last value
     stream.set(bytes.subarray(start, end));
-    const mask = (1 << bits) - 1, half = 1 << (bits - 1);
+    const mask = (1 << bits) - 1,
+      half = 1 << (bits - 1);
     for (let i = 0, bit = 0; i < count; i++, bit += bits) {
       const at = bit >> 3;
       const word = stream[at] | (stream[at + 1] << 8) | (stream[at + 2] << 16);
@@ -56,7 +60,10 @@
       const row = i * dIn;
       for (let o = 0; o < dOut; o++) {
         const wRow = o * dIn;
-        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        let s0 = 0,
+          s1 = 0,
+          s2 = 0,
+          s3 = 0;
         for (let k = 0; k < dIn; k += 4) {
           s0 += x[row + k] * w[wRow + k];
           s1 += x[row + k + 1] * w[wRow + k + 1];
@@ -73,6 +80,7 @@
   // browser has it: several times faster than the loop above, and float32 sums as PyTorch's. The
   // source is site/try/linear.wat; after changing it, compile it with wabt's wat2wasm and paste
   // the base64 of the .wasm here.
+  // prettier-ignore
   const LINEAR_WASM = "AGFzbQEAAAABCwFgB39/f39/f38AAg8BA2VudgZtZW1vcnkCAAEDAgEABwoBBmxpbmVhcgAACr4BAbsBAgZ/AXsgAkECdCEMAkADQCAHIAFPDQEgACAHIAxsaiEKQQAhCCADIQsCQANAIAggBU8NAUMAAAAA/RMhDUEAIQkDQCANIAogCWr9AAQAIAsgCWr9AAQA/eYB/eQBIQ0gCUEQaiEJIAkgDEkNAAsgBiAN/R8AIA39HwGSIA39HwIgDf0fA5KSIAQgCEECdGoqAgCSOAIAIAZBBGohBiALIAxqIQsgCEEBaiEIDAALCyAHQQFqIQcMAAsLCw==";
   const SCRATCH = 1 << 20; // floats of input and of output the kernel works on at a time
 
@@ -88,17 +96,28 @@
       next += 4 * count;
       return array;
     };
-    const zeros = take(8192), x = take(SCRATCH), y = take(SCRATCH);
+    const zeros = take(8192),
+      x = take(SCRATCH),
+      y = take(SCRATCH);
     return {
       take,
       linear(input, n, dIn, w, b, dOut) {
-        if (dOut > 8192 || dIn > SCRATCH || dOut > SCRATCH) return linear(input, n, dIn, w, b, dOut);
+        if (dOut > 8192 || dIn > SCRATCH || dOut > SCRATCH)
+          return linear(input, n, dIn, w, b, dOut);
         const out = new Float64Array(n * dOut);
         const rows = Math.max(1, Math.floor(SCRATCH / Math.max(dIn, dOut)));
         for (let start = 0; start < n; start += rows) {
           const count = Math.min(rows, n - start);
           x.set(input.subarray(start * dIn, (start + count) * dIn));
-          instance.exports.linear(x.byteOffset, count, dIn, w.byteOffset, (b || zeros).byteOffset, dOut, y.byteOffset);
+          instance.exports.linear(
+            x.byteOffset,
+            count,
+            dIn,
+            w.byteOffset,
+            (b || zeros).byteOffset,
+            dOut,
+            y.byteOffset,
+          );
           out.set(y.subarray(0, count * dOut), start * dOut);
         }
         return out;
@@ -151,7 +170,10 @@
       this.N = m.N;
       this.dFF = m.d_ff;
       this.w = {};
-      const floats = manifest.tensors.reduce((sum, e) => sum + e.shape.reduce((a, b) => a * b, 1), 0);
+      const floats = manifest.tensors.reduce(
+        (sum, e) => sum + e.shape.reduce((a, b) => a * b, 1),
+        0,
+      );
       let kernel = null;
       try {
         kernel = typeof WebAssembly === "object" ? wasmKernel(floats) : null;
@@ -172,7 +194,10 @@
 
     attentionWeights(prefix) {
       const w = this.w;
-      const get = (name) => ({ weight: w[`${prefix}.${name}.weight`], bias: w[`${prefix}.${name}.bias`] });
+      const get = (name) => ({
+        weight: w[`${prefix}.${name}.weight`],
+        bias: w[`${prefix}.${name}.bias`],
+      });
       return { q: get("w_q"), k: get("w_k"), v: get("w_v"), o: get("w_o") };
     }
 
@@ -183,7 +208,8 @@
     // Section 3.5's sinusoids, computed in double and rounded to float32 as the book's table is.
     position(p) {
       while (this.positions.length <= p) {
-        const pos = this.positions.length, row = new Float64Array(this.d);
+        const pos = this.positions.length,
+          row = new Float64Array(this.d);
         for (let i = 0; i < this.d; i += 2) {
           const angle = pos * Math.pow(10000, -i / this.d);
           row[i] = Math.fround(Math.sin(angle));
@@ -197,7 +223,8 @@
     // Token ids -> embeddings times sqrt(d_model) (rounded to float32, as PyTorch's product is),
     // plus the position of each, starting at `start`.
     embed(side, ids, start) {
-      const table = this.w[`${side}_embed.0.lut.weight`], d = this.d;
+      const table = this.w[`${side}_embed.0.lut.weight`],
+        d = this.d;
       const scale = Math.fround(Math.sqrt(d));
       const x = new Float64Array(ids.length * d);
       ids.forEach((id, i) => {
@@ -215,7 +242,9 @@
     // `causal`: query i sees keys 0..offset+i. Returns the output (nq, d_model) and the weights
     // (h, nq, nk) when `keep` is true.
     attend(p, x, nq, k, v, nk, causal, offset, keep) {
-      const h = this.h, dK = this.dK, width = h * dK;
+      const h = this.h,
+        dK = this.dK,
+        width = h * dK;
       const q = this.project(x, nq, p.q);
       const heads = new Float64Array(nq * width);
       const weights = keep ? [] : null;
@@ -227,13 +256,15 @@
           const scores = new Float64Array(nk).fill(-Infinity);
           for (let j = 0; j < visible; j++) {
             let dot = 0;
-            for (let c = 0; c < dK; c++) dot += q[i * width + head * dK + c] * k[j * width + head * dK + c];
+            for (let c = 0; c < dK; c++)
+              dot += q[i * width + head * dK + c] * k[j * width + head * dK + c];
             scores[j] = dot / scale;
           }
           softmaxInPlace(scores);
           for (let j = 0; j < visible; j++) {
             const a = scores[j];
-            for (let c = 0; c < dK; c++) heads[i * width + head * dK + c] += a * v[j * width + head * dK + c];
+            for (let c = 0; c < dK; c++)
+              heads[i * width + head * dK + c] += a * v[j * width + head * dK + c];
           }
           if (keep) rows.push(scores);
         }
@@ -243,9 +274,24 @@
     }
 
     feedForward(prefix, x, n) {
-      const w = this.w, hidden = this.linear(x, n, this.d, w[`${prefix}.w_1.weight`], w[`${prefix}.w_1.bias`], this.dFF);
+      const w = this.w,
+        hidden = this.linear(
+          x,
+          n,
+          this.d,
+          w[`${prefix}.w_1.weight`],
+          w[`${prefix}.w_1.bias`],
+          this.dFF,
+        );
       for (let i = 0; i < hidden.length; i++) if (hidden[i] < 0) hidden[i] = 0;
-      return this.linear(hidden, n, this.dFF, w[`${prefix}.w_2.weight`], w[`${prefix}.w_2.bias`], this.d);
+      return this.linear(
+        hidden,
+        n,
+        this.dFF,
+        w[`${prefix}.w_2.weight`],
+        w[`${prefix}.w_2.bias`],
+        this.d,
+      );
     }
 
     // The encoder: source ids (</s> included) -> memory (n, d_model), and each layer's weights.
@@ -256,11 +302,17 @@
       for (let l = 0; l < this.N; l++) {
         const prefix = `encoder.layers.${l}`;
         const p = this.attentionWeights(`${prefix}.self_attn`);
-        const k = this.project(x, n, p.k), v = this.project(x, n, p.v);
+        const k = this.project(x, n, p.k),
+          v = this.project(x, n, p.v);
         const a = this.attend(p, x, n, k, v, n, false, 0, keep);
         if (keep) weights.push(a.weights);
         x = layerNorm(add(x, a.out), n, this.d, this.norm(`${prefix}.sublayers.0`));
-        x = layerNorm(add(x, this.feedForward(`${prefix}.feed_forward`, x, n)), n, this.d, this.norm(`${prefix}.sublayers.1`));
+        x = layerNorm(
+          add(x, this.feedForward(`${prefix}.feed_forward`, x, n)),
+          n,
+          this.d,
+          this.norm(`${prefix}.sublayers.1`),
+        );
       }
       return { memory: x, length: n, weights };
     }
@@ -270,7 +322,10 @@
       const layers = [];
       for (let l = 0; l < this.N; l++) {
         const p = this.attentionWeights(`decoder.layers.${l}.src_attn`);
-        layers.push({ k: this.project(encoded.memory, encoded.length, p.k), v: this.project(encoded.memory, encoded.length, p.v) });
+        layers.push({
+          k: this.project(encoded.memory, encoded.length, p.k),
+          v: this.project(encoded.memory, encoded.length, p.v),
+        });
       }
       return layers;
     }
@@ -279,21 +334,40 @@
     // and values of its earlier positions (chapter 6's cache; grown in place). Returns the
     // states (n, d_model), and with `keep` every layer's self and source attention weights.
     decode(encoded, source, ids, state, keep) {
-      const n = ids.length, start = state.length, d = this.d;
+      const n = ids.length,
+        start = state.length,
+        d = this.d;
       let x = this.embed("tgt", ids, start);
-      const self = [], cross = [];
+      const self = [],
+        cross = [];
       for (let l = 0; l < this.N; l++) {
         const prefix = `decoder.layers.${l}`;
         const p = this.attentionWeights(`${prefix}.self_attn`);
         const cache = state.layers[l];
-        const k = this.project(x, n, p.k), v = this.project(x, n, p.v);
+        const k = this.project(x, n, p.k),
+          v = this.project(x, n, p.v);
         cache.k = concat(cache.k, k);
         cache.v = concat(cache.v, v);
         const a = this.attend(p, x, n, cache.k, cache.v, start + n, true, start, keep);
         x = layerNorm(add(x, a.out), n, d, this.norm(`${prefix}.sublayers.0`));
-        const s = this.attend(this.attentionWeights(`${prefix}.src_attn`), x, n, source[l].k, source[l].v, encoded.length, false, 0, keep);
+        const s = this.attend(
+          this.attentionWeights(`${prefix}.src_attn`),
+          x,
+          n,
+          source[l].k,
+          source[l].v,
+          encoded.length,
+          false,
+          0,
+          keep,
+        );
         x = layerNorm(add(x, s.out), n, d, this.norm(`${prefix}.sublayers.1`));
-        x = layerNorm(add(x, this.feedForward(`${prefix}.feed_forward`, x, n)), n, d, this.norm(`${prefix}.sublayers.2`));
+        x = layerNorm(
+          add(x, this.feedForward(`${prefix}.feed_forward`, x, n)),
+          n,
+          d,
+          this.norm(`${prefix}.sublayers.2`),
+        );
         if (keep) {
           self.push(a.weights);
           cross.push(s.weights);
@@ -304,13 +378,26 @@
     }
 
     newState() {
-      return { length: 0, layers: Array.from({ length: this.N }, () => ({ k: new Float64Array(0), v: new Float64Array(0) })) };
+      return {
+        length: 0,
+        layers: Array.from({ length: this.N }, () => ({
+          k: new Float64Array(0),
+          v: new Float64Array(0),
+        })),
+      };
     }
 
     // The logits of the last position's next word.
     logits(states, n) {
       const last = states.subarray((n - 1) * this.d, n * this.d);
-      return this.linear(last, 1, this.d, this.w["generator.weight"], this.w["generator.bias"], this.tgtVocab);
+      return this.linear(
+        last,
+        1,
+        this.d,
+        this.w["generator.weight"],
+        this.w["generator.bias"],
+        this.tgtVocab,
+      );
     }
   }
 
@@ -354,8 +441,12 @@
   // (the cache computes the same rows as a pass over the whole output would).
   Model.prototype.greedy = function (srcIds, maxLen) {
     const specials = this.manifest.specials.tgt;
-    const encoded = this.encode(srcIds, true), source = this.sourceCache(encoded);
-    const state = this.newState(), out = [], steps = [], kept = [];
+    const encoded = this.encode(srcIds, true),
+      source = this.sourceCache(encoded);
+    const state = this.newState(),
+      out = [],
+      steps = [],
+      kept = [];
     let newest = specials.bos;
     for (let step = 1; step <= maxLen; step++) {
       const decoded = this.decode(encoded, source, [newest], state, true);
@@ -374,7 +465,9 @@
     if (kept.length === length) {
       const rows = (which) =>
         Array.from({ length: this.N }, (_, l) =>
-          Array.from({ length: this.h }, (_, head) => kept.map((d) => padded(d[which][l][head][0], length))),
+          Array.from({ length: this.h }, (_, head) =>
+            kept.map((d) => padded(d[which][l][head][0], length)),
+          ),
         );
       maps = { encoder: encoded.weights, decoderSelf: rows("self"), decoderSource: rows("cross") };
     } else {
@@ -406,9 +499,12 @@
   // {tokens, parent, score, finished, kept}, as chapter 6's BeamCandidate.
   Model.prototype.beamSearch = function (srcIds, beam, alpha, maxLen) {
     const specials = this.manifest.specials.tgt;
-    const encoded = this.encode(srcIds, true), source = this.sourceCache(encoded);
+    const encoded = this.encode(srcIds, true),
+      source = this.sourceCache(encoded);
     let hyps = [{ tokens: [], score: 0, state: this.newState() }]; // the live hypotheses
-    let bestScore = -Infinity, best = [], finished = 0;
+    let bestScore = -Infinity,
+      best = [],
+      finished = 0;
     const trace = [];
     for (let step = 1; step <= maxLen; step++) {
       // Every live hypothesis extended by every word: keep the 2k best (ties: the earlier first).
@@ -418,7 +514,12 @@
         const { states } = this.decode(encoded, source, [last], hyp.state, false);
         const logProbs = logSoftmax(this.logits(states, 1));
         for (const t of topK(logProbs, 2 * beam)) {
-          candidates.push({ parent, word: t.index, score: hyp.score + t.value, order: parent * logProbs.length + t.index });
+          candidates.push({
+            parent,
+            word: t.index,
+            score: hyp.score + t.value,
+            order: parent * logProbs.length + t.index,
+          });
         }
       });
       candidates.sort((a, b) => b.score - a.score || a.order - b.order);
@@ -476,7 +577,8 @@
     const last = cross[cross.length - 1]; // (h, positions, source length)
     return outIds.map((id, position) => {
       if (id !== specials.unk) return null;
-      let bestWord = 0, bestWeight = -Infinity;
+      let bestWord = 0,
+        bestWeight = -Infinity;
       for (let j = 0; j < words.length; j++) {
         let mean = 0;
         for (const head of last) mean += head[position][j];
