@@ -449,7 +449,11 @@
         run();
         resolveReady(state.loadSeconds);
       } catch (error) {
-        status.textContent = `The model could not start: ${error.message}`;
+        // A model of settings transformer.js does not implement: its one line, as it is.
+        const refused = error.name === "UnsupportedModel";
+        status.textContent = refused
+          ? error.message
+          : `The model could not start: ${error.message}`;
         rejectReady(error);
       }
     };
