@@ -128,7 +128,8 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # reader's lane builds _build/ and installs into temporary folders, and only the Python lane
 # trains in runs/ (chapters 7 to 9's smoke profiles).
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
-READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py tests/test_pdf.py \
+READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py \
+                tests/test_try_model_config.py tests/test_pdf.py \
                 tests/test_package.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
