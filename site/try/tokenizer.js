@@ -135,8 +135,7 @@
     // (unless faster_heuristics is off). The patterns are kept in a trie of token texts.
     const trie = { next: new Map(), end: false };
     for (const string of specials.keys()) {
-      const affixed =
-        find(prefix, string) || findInfixes(string).length || find(suffix, string);
+      const affixed = find(prefix, string) || findInfixes(string).length || find(suffix, string);
       if (rules.faster_heuristics && !affixed && !string.includes(" ")) continue;
       let node = trie;
       for (const word of tokenizeAffixes(string, false).words) {
@@ -170,7 +169,7 @@
       // Tokenizer._retokenize_special_spans: a span whose text (with the spaces between its
       // tokens) is a special case becomes that case's tokens; any other is left as it is.
       const out = [];
-      for (let i = 0; i < words.length; ) {
+      for (let i = 0; i < words.length;) {
         const end = kept.get(i);
         if (end === undefined) {
           out.push(words[i++]);

@@ -1,15 +1,141 @@
-// Chapter 7's Transformer, computed in the reader's browser: the forward pass of chapter 2 (post-norm
-// layers, chapter 2's LayerNorm), chapter 6's cached greedy decoding and beam search, and chapter 6's
-// copying of <unk>, over the weights annotated/export/browser_model.py exports (site/try/model.bin).
+// Chapter 7's Transformer, computed in the reader's browser: chapter 2's model class for class
+// (annotated/ch02_model.py, its attention from annotated/ch01_attention.py), and chapter 6's
+// cached greedy decoding, beam search and copying of <unk> (annotated/ch06_decoding.py), over the
+// weights annotated/export/browser_model.py exports (site/try/model.bin, described by model.json).
+//
+// Names follow the Python: a class here is the Python class of that name, its attributes are the
+// Python module's (so `encoder.layers[0].self_attn.w_q` holds the tensor the manifest calls
+// encoder.layers.0.self_attn.w_q.weight), the sizes are ModelConfig's fields (d_model, d_k, d_v,
+// d_ff, h, N), and a method is the Python method in JavaScript's camelCase (project_keys_values
+// is projectKeysValues). What the Python does for a batch, this does for one sentence, and no
+// dropout: the model only translates here.
+//
+// modelConfig() reads the manifest's whole ModelConfig and refuses, with an UnsupportedModel
+// error whose message the page shows as it is, a setting it does not know or a value it does not
+// implement; SETTINGS lists every setting it knows (tests/test_try_model_config.py holds it to
+// ModelConfig's fields).
 //
 // A plain script (not a module), so that the page also works opened from disk (file://), where
-// module scripts do not load. It defines window.AnnotatedTransformer = { load, Model }.
+// module scripts do not load. It defines window.AnnotatedTransformer.
 //
-// Numbers: the weights are float32 (dequantized once on load); every sum is a JavaScript double,
-// so the results are a little closer to exact than PyTorch's float32 sums, and agree with them to
-// about 1e-6. Shapes are written as in the book: (positions, features), row-major.
+// Numbers: the weights are float32 (dequantized once on load); the matrix products are float32
+// sums in WebAssembly (as PyTorch's), everything else JavaScript doubles. Shapes are written as
+// in the book, without the batch: (positions, features), row-major, a Float64Array and its
+// number of rows.
 (function () {
   "use strict";
+
+  // --- the manifest's settings -----------------------------------------------------------------
+
+  // A model the page cannot compute. Its message is one line, shown on the page as it is.
+  class UnsupportedModel extends Error {
+    constructor(problem) {
+      super(
+        `This page cannot run this model: ${problem}. Export a model with settings the page ` +
+          "supports (make try-model), or teach site/try/transformer.js the new one.",
+      );
+      this.name = "UnsupportedModel";
+    }
+  }
+
+  const isCount = (value) => Number.isInteger(value) && value > 0;
+  const KINDS = {
+    count: { valid: isCount, says: "a positive whole number" },
+    width: { valid: (v) => v === null || isCount(v), says: "a positive whole number or null" },
+    probability: {
+      valid: (v) => typeof v === "number" && v >= 0 && v < 1,
+      says: "a number in [0, 1)",
+    },
+    flag: { valid: (v) => v === true || v === false, says: "true or false" },
+  };
+
+  // Every field of chapter 2's ModelConfig: its kind, its default there, and what this file does
+  // with it. A setting the manifest leaves out takes the Python's default (the vocabularies'
+  // sizes, which have none, are the manifest's vocabularies).
+  const SETTINGS = {
+    src_vocab: { kind: "count", default: null, does: "Embeddings rows (source)" },
+    tgt_vocab: { kind: "count", default: null, does: "Embeddings rows (target), generator" },
+    N: { kind: "count", default: 6, does: "Encoder and Decoder layers" },
+    d_model: { kind: "count", default: 512, does: "every layer's width" },
+    d_ff: { kind: "count", default: 2048, does: "PositionwiseFeedForward's inner width" },
+    h: { kind: "count", default: 8, does: "MultiHeadAttention's heads" },
+    d_k: { kind: "width", default: null, does: "query and key width per head" },
+    d_v: { kind: "width", default: null, does: "value width per head" },
+    p_drop: { kind: "probability", default: 0.1, does: "none: no dropout when translating" },
+    p_attn_drop: { kind: "probability", default: 0.0, does: "none: no dropout when translating" },
+    norm_first: { kind: "flag", default: false, does: "SublayerConnection's order, final norms" },
+    share_embeddings: { kind: "flag", default: false, does: "one matrix, three roles" },
+    tie_target_embeddings: { kind: "flag", default: false, does: "generator = target embedding" },
+    max_len: { kind: "count", default: 5000, does: "LearnedPositions' rows" },
+    learned_positions: { kind: "flag", default: false, does: "LearnedPositions" },
+  };
+  // What the manifest's "model" holds besides ModelConfig's fields (annotated/export/browser_model.py).
+  const ABOUT = ["parameters"];
+
+  // The manifest's model settings, checked and completed as ModelConfig.__post_init__ does.
+  function modelConfig(manifest) {
+    const given = manifest.model || {};
+    for (const name of Object.keys(given)) {
+      if (!(name in SETTINGS) && !ABOUT.includes(name)) {
+        throw new UnsupportedModel(`its setting ${name} = ${show(given[name])} is unknown here`);
+      }
+    }
+    const sizes = { src_vocab: manifest.vocab.src.length, tgt_vocab: manifest.vocab.tgt.length };
+    const config = {};
+    for (const [name, setting] of Object.entries(SETTINGS)) {
+      const value = name in given ? given[name] : (sizes[name] ?? setting.default);
+      if (!KINDS[setting.kind].valid(value)) {
+        const says = KINDS[setting.kind].says;
+        throw new UnsupportedModel(`its setting ${name} = ${show(value)} is not ${says}`);
+      }
+      config[name] = value;
+    }
+    for (const side of ["src", "tgt"]) {
+      if (config[`${side}_vocab`] !== sizes[`${side}_vocab`]) {
+        const words = sizes[`${side}_vocab`];
+        const problem = `${side}_vocab = ${config[`${side}_vocab`]}, but its vocabulary has`;
+        throw new UnsupportedModel(`its setting ${problem} ${words} words`);
+      }
+    }
+    for (const name of ["d_k", "d_v"]) {
+      if (config[name] !== null) continue;
+      if (config.d_model % config.h) {
+        const reason = `d_model = ${config.d_model} is not divisible by h = ${config.h}`;
+        throw new UnsupportedModel(
+          `its setting ${name} = null asks for d_model / h, and ${reason}`,
+        );
+      }
+      config[name] = config.d_model / config.h;
+    }
+    if (config.share_embeddings && config.src_vocab !== config.tgt_vocab) {
+      throw new UnsupportedModel(
+        "its setting share_embeddings = true needs one vocabulary for both languages",
+      );
+    }
+    if (!config.learned_positions && config.d_model % 2) {
+      throw new UnsupportedModel(
+        `its setting d_model = ${config.d_model} is odd, and the sinusoids pair dimensions`,
+      );
+    }
+    // The matrix kernel (linear.wat) sums four floats at a time: every product's input width
+    // must be a multiple of 4.
+    const widths = { d_model: config.d_model, d_ff: config.d_ff, "h * d_v": config.h * config.d_v };
+    for (const [name, width] of Object.entries(widths)) {
+      if (width % 4) {
+        throw new UnsupportedModel(
+          `its setting ${name} = ${width} is not a multiple of 4, which the page's matrix ` +
+            "products need",
+        );
+      }
+    }
+    return config;
+  }
+
+  function show(value) {
+    return value === undefined ? "undefined" : JSON.stringify(value);
+  }
+
+  // --- the weights -------------------------------------------------------------------------------
 
   function halfToFloat(bits) {
     const sign = bits & 0x8000 ? -1 : 1;
@@ -30,14 +156,17 @@
       for (let i = 0; i < count; i++) out[i] = view.getFloat32(4 * i, true);
       return out;
     }
-    const bits = entry.bits, group = entry.group, scales = count / group;
+    const { bits, group } = entry;
+    const scales = count / group;
     const scale = new Float64Array(scales);
     const unit = Math.pow(2, -entry.shift); // the matrix's power of two (browser_model.py)
     for (let g = 0; g < scales; g++) scale[g] = halfToFloat(view.getUint16(2 * g, true)) * unit;
-    const start = entry.offset + 2 * scales, end = entry.offset + entry.bytes;
+    const start = entry.offset + 2 * scales;
+    const end = entry.offset + entry.bytes;
     const stream = new Uint8Array(end - start + 3); // room to read three bytes past the last value
     stream.set(bytes.subarray(start, end));
-    const mask = (1 << bits) - 1, half = 1 << (bits - 1);
+    const mask = (1 << bits) - 1;
+    const half = 1 << (bits - 1);
     for (let i = 0, bit = 0; i < count; i++, bit += bits) {
       const at = bit >> 3;
       const word = stream[at] | (stream[at + 1] << 8) | (stream[at + 2] << 16);
@@ -56,7 +185,10 @@
       const row = i * dIn;
       for (let o = 0; o < dOut; o++) {
         const wRow = o * dIn;
-        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        let s0 = 0,
+          s1 = 0,
+          s2 = 0,
+          s3 = 0;
         for (let k = 0; k < dIn; k += 4) {
           s0 += x[row + k] * w[wRow + k];
           s1 += x[row + k + 1] * w[wRow + k + 1];
@@ -73,6 +205,7 @@
   // browser has it: several times faster than the loop above, and float32 sums as PyTorch's. The
   // source is site/try/linear.wat; after changing it, compile it with wabt's wat2wasm and paste
   // the base64 of the .wasm here.
+  // prettier-ignore
   const LINEAR_WASM = "AGFzbQEAAAABCwFgB39/f39/f38AAg8BA2VudgZtZW1vcnkCAAEDAgEABwoBBmxpbmVhcgAACr4BAbsBAgZ/AXsgAkECdCEMAkADQCAHIAFPDQEgACAHIAxsaiEKQQAhCCADIQsCQANAIAggBU8NAUMAAAAA/RMhDUEAIQkDQCANIAogCWr9AAQAIAsgCWr9AAQA/eYB/eQBIQ0gCUEQaiEJIAkgDEkNAAsgBiAN/R8AIA39HwGSIA39HwIgDf0fA5KSIAQgCEECdGoqAgCSOAIAIAZBBGohBiALIAxqIQsgCEEBaiEIDAALCyAHQQFqIQcMAAsLCw==";
   const SCRATCH = 1 << 20; // floats of input and of output the kernel works on at a time
 
@@ -88,17 +221,20 @@
       next += 4 * count;
       return array;
     };
-    const zeros = take(8192), x = take(SCRATCH), y = take(SCRATCH);
+    const [zeros, x, y] = [take(8192), take(SCRATCH), take(SCRATCH)];
     return {
       take,
       linear(input, n, dIn, w, b, dOut) {
-        if (dOut > 8192 || dIn > SCRATCH || dOut > SCRATCH) return linear(input, n, dIn, w, b, dOut);
+        if (dOut > 8192 || dIn > SCRATCH || dOut > SCRATCH) {
+          return linear(input, n, dIn, w, b, dOut);
+        }
         const out = new Float64Array(n * dOut);
         const rows = Math.max(1, Math.floor(SCRATCH / Math.max(dIn, dOut)));
         for (let start = 0; start < n; start += rows) {
           const count = Math.min(rows, n - start);
           x.set(input.subarray(start * dIn, (start + count) * dIn));
-          instance.exports.linear(x.byteOffset, count, dIn, w.byteOffset, (b || zeros).byteOffset, dOut, y.byteOffset);
+          const bias = (b || zeros).byteOffset;
+          instance.exports.linear(x.byteOffset, count, dIn, w.byteOffset, bias, dOut, y.byteOffset);
           out.set(y.subarray(0, count * dOut), start * dOut);
         }
         return out;
@@ -106,27 +242,158 @@
     };
   }
 
-  // Chapter 2's LayerNorm: mean 0 and (biased) variance 1 over the features, eps inside the root.
-  function layerNorm(x, n, d, norm) {
-    const y = new Float64Array(n * d);
-    for (let i = 0; i < n; i++) {
-      let mean = 0;
-      for (let k = 0; k < d; k++) mean += x[i * d + k];
-      mean /= d;
-      let variance = 0;
-      for (let k = 0; k < d; k++) variance += (x[i * d + k] - mean) ** 2;
-      const denominator = Math.sqrt(variance / d + 1e-5);
-      for (let k = 0; k < d; k++) {
-        y[i * d + k] = (norm.weight[k] * (x[i * d + k] - mean)) / denominator + norm.bias[k];
+  // Every tensor of the export, by its PyTorch name, and the matrix product to use them with.
+  // The modules below `take` theirs; a tensor the settings call for that is missing or of another
+  // shape, or one no module takes, means a model this file does not compute.
+  class Weights {
+    constructor(manifest, bytes) {
+      const size = (entry) => entry.shape.reduce((a, b) => a * b, 1);
+      const floats = manifest.tensors.reduce((sum, entry) => sum + size(entry), 0);
+      let kernel = null;
+      try {
+        kernel = typeof WebAssembly === "object" ? wasmKernel(floats) : null;
+      } catch (error) {
+        kernel = null; // no SIMD here (an older browser): the plain loops do the same work
+      }
+      this.linear = kernel ? kernel.linear : linear;
+      this.kernel = kernel ? "WebAssembly SIMD" : "JavaScript";
+      this.tensors = new Map();
+      this.untaken = new Set();
+      for (const entry of manifest.tensors) {
+        const values = readTensor(bytes, entry);
+        const stored = kernel ? kernel.take(values.length) : values;
+        if (kernel) stored.set(values);
+        this.tensors.set(entry.name, { shape: entry.shape, values: stored });
+        this.untaken.add(entry.name);
       }
     }
-    return y;
+
+    take(name, shape, why) {
+      const tensor = this.tensors.get(name);
+      if (!tensor) {
+        throw new UnsupportedModel(`its export has no tensor ${name}${why ? ` (${why})` : ""}`);
+      }
+      if (tensor.shape.join() !== shape.join()) {
+        const sizes = `[${tensor.shape}], where its settings make it [${shape}]`;
+        throw new UnsupportedModel(`its tensor ${name} is ${sizes}`);
+      }
+      this.untaken.delete(name);
+      return tensor.values;
+    }
+
+    // Once the model is built: a tensor no module took is a part of the model not computed here.
+    checkAllTaken() {
+      if (this.untaken.size) {
+        const names = [...this.untaken].join(", ");
+        throw new UnsupportedModel(`its export has tensors no part of the page computes: ${names}`);
+      }
+    }
   }
 
-  function add(a, b) {
-    const y = new Float64Array(a.length);
-    for (let i = 0; i < a.length; i++) y[i] = a[i] + b[i];
-    return y;
+  // --- chapter 2's model, class for class -------------------------------------------------------
+
+  // nn.Linear: x (n, d_in) -> x W^T + b (n, d_out).
+  class Linear {
+    constructor(weight, bias, d_in, d_out, product) {
+      Object.assign(this, { weight, bias, d_in, d_out, product });
+    }
+
+    static from(weights, name, d_in, d_out) {
+      const weight = weights.take(`${name}.weight`, [d_out, d_in]);
+      const bias = weights.take(`${name}.bias`, [d_out]);
+      return new Linear(weight, bias, d_in, d_out, weights.linear);
+    }
+
+    forward(x, n) {
+      return this.product(x, n, this.d_in, this.weight, this.bias, this.d_out);
+    }
+  }
+
+  // Chapter 2's LayerNorm (and nn.LayerNorm, the same formula): each vector to mean 0 and
+  // (biased) variance 1, eps inside the root, then gamma (weight) and beta (bias).
+  class LayerNorm {
+    constructor(weights, name, d_model) {
+      this.weight = weights.take(`${name}.weight`, [d_model]);
+      this.bias = weights.take(`${name}.bias`, [d_model]);
+      this.d_model = d_model;
+      this.eps = 1e-5;
+    }
+
+    forward(x, n) {
+      const d = this.d_model;
+      const y = new Float64Array(n * d);
+      for (let i = 0; i < n; i++) {
+        let mean = 0;
+        for (let k = 0; k < d; k++) mean += x[i * d + k];
+        mean /= d;
+        let variance = 0;
+        for (let k = 0; k < d; k++) variance += (x[i * d + k] - mean) ** 2;
+        const denominator = Math.sqrt(variance / d + this.eps);
+        for (let k = 0; k < d; k++) {
+          y[i * d + k] = (this.weight[k] * (x[i * d + k] - mean)) / denominator + this.bias[k];
+        }
+      }
+      return y;
+    }
+  }
+
+  // Chapter 1's multi-head attention (section 3.2.2): h scaled dot-product attentions side by
+  // side. Each call leaves its weights in `weights`, (h, len_q, len_k) as arrays of rows, for the
+  // page to draw (there is no fused kernel here that would skip them).
+  class MultiHeadAttention {
+    constructor(weights, name, config) {
+      const { d_model, h, d_k, d_v } = config;
+      Object.assign(this, { d_model, h, d_k, d_v });
+      this.w_q = Linear.from(weights, `${name}.w_q`, d_model, h * d_k);
+      this.w_k = Linear.from(weights, `${name}.w_k`, d_model, h * d_k);
+      this.w_v = Linear.from(weights, `${name}.w_v`, d_model, h * d_v);
+      this.w_o = Linear.from(weights, `${name}.w_o`, h * d_v, d_model);
+      this.weights = null;
+    }
+
+    // query (len_q, d_model), key and value (len_k, d_model) -> (len_q, d_model). `mask`: null,
+    // every key seen; or { first: p }, the queries are target positions p, p + 1, ... and each
+    // sees the keys up to its own position (chapter 1's subsequent mask). `cache` (chapter 6's
+    // KeyValueCache) supplies the keys and values of earlier calls.
+    forward(query, len_q, key, value, len_k, mask, cache) {
+      const { h, d_k, d_v } = this;
+      const q = this.w_q.forward(query, len_q);
+      const { k, v, length } = cache
+        ? cache.keysValues(this, key, value, len_k)
+        : this.projectKeysValues(key, value, len_k);
+      const heads = new Float64Array(len_q * h * d_v); // Concat(head_1, ..., head_h)
+      const weights = [];
+      const scale = Math.sqrt(d_k);
+      for (let head = 0; head < h; head++) {
+        const rows = [];
+        for (let i = 0; i < len_q; i++) {
+          const seen = mask ? Math.min(length, mask.first + i + 1) : length;
+          const scores = new Float64Array(length).fill(-Infinity);
+          const qi = i * h * d_k + head * d_k;
+          for (let j = 0; j < seen; j++) {
+            const kj = j * h * d_k + head * d_k;
+            let dot = 0;
+            for (let c = 0; c < d_k; c++) dot += q[qi + c] * k[kj + c];
+            scores[j] = dot / scale;
+          }
+          softmaxInPlace(scores);
+          const out = i * h * d_v + head * d_v;
+          for (let j = 0; j < seen; j++) {
+            const [a, vj] = [scores[j], j * h * d_v + head * d_v];
+            for (let c = 0; c < d_v; c++) heads[out + c] += a * v[vj + c];
+          }
+          rows.push(scores);
+        }
+        weights.push(rows);
+      }
+      this.weights = weights;
+      return this.w_o.forward(heads, len_q);
+    }
+
+    // key, value (len_k, d_model) -> K (len_k, h * d_k) and V (len_k, h * d_v).
+    projectKeysValues(key, value, len_k) {
+      return { k: this.w_k.forward(key, len_k), v: this.w_v.forward(value, len_k), length: len_k };
+    }
   }
 
   function softmaxInPlace(row) {
@@ -141,176 +408,267 @@
     return row;
   }
 
-  class Model {
-    constructor(manifest, bytes) {
-      this.manifest = manifest;
-      const m = manifest.model;
-      this.d = m.d_model;
-      this.h = m.h;
-      this.dK = m.d_k || m.d_model / m.h;
-      this.N = m.N;
-      this.dFF = m.d_ff;
-      this.w = {};
-      const floats = manifest.tensors.reduce((sum, e) => sum + e.shape.reduce((a, b) => a * b, 1), 0);
-      let kernel = null;
-      try {
-        kernel = typeof WebAssembly === "object" ? wasmKernel(floats) : null;
-      } catch (error) {
-        kernel = null; // no SIMD here (an older browser): the plain loops do the same work
-      }
-      this.linear = kernel ? kernel.linear : linear;
-      this.kernel = kernel ? "WebAssembly SIMD" : "JavaScript";
-      for (const entry of manifest.tensors) {
-        const values = readTensor(bytes, entry);
-        this.w[entry.name] = kernel ? kernel.take(values.length) : values;
-        if (kernel) this.w[entry.name].set(values);
-      }
-      this.w["generator.weight"] = this.w["tgt_embed.0.lut.weight"]; // tied (chapter 7)
-      this.tgtVocab = manifest.vocab.tgt.length;
-      this.positions = [];
+  function add(a, b) {
+    const y = new Float64Array(a.length);
+    for (let i = 0; i < a.length; i++) y[i] = a[i] + b[i];
+    return y;
+  }
+
+  // The residual connection and layer norm around one sub-layer: the paper's
+  // LayerNorm(x + Sublayer(x)), or with norm_first x + Sublayer(LayerNorm(x)).
+  class SublayerConnection {
+    constructor(weights, name, d_model, norm_first) {
+      this.norm = new LayerNorm(weights, `${name}.norm`, d_model);
+      this.norm_first = norm_first;
     }
 
-    attentionWeights(prefix) {
-      const w = this.w;
-      const get = (name) => ({ weight: w[`${prefix}.${name}.weight`], bias: w[`${prefix}.${name}.bias`] });
-      return { q: get("w_q"), k: get("w_k"), v: get("w_v"), o: get("w_o") };
+    forward(x, n, sublayer) {
+      if (this.norm_first) return add(x, sublayer(this.norm.forward(x, n)));
+      return this.norm.forward(add(x, sublayer(x)), n);
+    }
+  }
+
+  // Equation 2: FFN(x) = max(0, x W1 + b1) W2 + b2, at each position.
+  class PositionwiseFeedForward {
+    constructor(weights, name, { d_model, d_ff }) {
+      this.w_1 = Linear.from(weights, `${name}.w_1`, d_model, d_ff);
+      this.w_2 = Linear.from(weights, `${name}.w_2`, d_ff, d_model);
     }
 
-    norm(prefix) {
-      return { weight: this.w[`${prefix}.norm.weight`], bias: this.w[`${prefix}.norm.bias`] };
+    forward(x, n) {
+      const hidden = this.w_1.forward(x, n);
+      for (let i = 0; i < hidden.length; i++) if (hidden[i] < 0) hidden[i] = 0;
+      return this.w_2.forward(hidden, n);
+    }
+  }
+
+  function sublayers(weights, name, count, { d_model, norm_first }) {
+    const make = (i) =>
+      new SublayerConnection(weights, `${name}.sublayers.${i}`, d_model, norm_first);
+    return Array.from({ length: count }, (_, i) => make(i));
+  }
+
+  // Self-attention, then feed-forward, each inside a SublayerConnection.
+  class EncoderLayer {
+    constructor(weights, name, config) {
+      const at = (part) => `${name}.${part}`;
+      this.self_attn = new MultiHeadAttention(weights, at("self_attn"), config);
+      this.feed_forward = new PositionwiseFeedForward(weights, at("feed_forward"), config);
+      this.sublayers = sublayers(weights, name, 2, config);
     }
 
-    // Section 3.5's sinusoids, computed in double and rounded to float32 as the book's table is.
-    position(p) {
-      while (this.positions.length <= p) {
-        const pos = this.positions.length, row = new Float64Array(this.d);
-        for (let i = 0; i < this.d; i += 2) {
-          const angle = pos * Math.pow(10000, -i / this.d);
-          row[i] = Math.fround(Math.sin(angle));
-          row[i + 1] = Math.fround(Math.cos(angle));
-        }
-        this.positions.push(row);
-      }
-      return this.positions[p];
+    forward(x, n) {
+      x = this.sublayers[0].forward(x, n, (y) => this.self_attn.forward(y, n, y, y, n, null, null));
+      return this.sublayers[1].forward(x, n, (y) => this.feed_forward.forward(y, n));
+    }
+  }
+
+  // Masked self-attention, encoder-decoder attention, then feed-forward.
+  class DecoderLayer {
+    constructor(weights, name, config) {
+      const at = (part) => `${name}.${part}`;
+      this.self_attn = new MultiHeadAttention(weights, at("self_attn"), config);
+      this.src_attn = new MultiHeadAttention(weights, at("src_attn"), config);
+      this.feed_forward = new PositionwiseFeedForward(weights, at("feed_forward"), config);
+      this.sublayers = sublayers(weights, name, 3, config);
     }
 
-    // Token ids -> embeddings times sqrt(d_model) (rounded to float32, as PyTorch's product is),
-    // plus the position of each, starting at `start`.
-    embed(side, ids, start) {
-      const table = this.w[`${side}_embed.0.lut.weight`], d = this.d;
-      const scale = Math.fround(Math.sqrt(d));
-      const x = new Float64Array(ids.length * d);
-      ids.forEach((id, i) => {
-        const pos = this.position(start + i);
-        for (let k = 0; k < d; k++) x[i * d + k] = Math.fround(table[id * d + k] * scale) + pos[k];
+    // x (n, d_model), memory (src_len, d_model) -> (n, d_model). `cache` (chapter 6): the keys
+    // and values of this layer's two attentions from earlier steps.
+    forward(x, n, memory, src_len, tgt_mask, cache) {
+      const [own, source] = cache || [null, null];
+      const ownAttention = (y) => this.self_attn.forward(y, n, y, y, n, tgt_mask, own);
+      const srcAttention = (y) =>
+        this.src_attn.forward(y, n, memory, memory, src_len, null, source);
+      x = this.sublayers[0].forward(x, n, ownAttention);
+      x = this.sublayers[1].forward(x, n, srcAttention);
+      return this.sublayers[2].forward(x, n, (y) => this.feed_forward.forward(y, n));
+    }
+  }
+
+  // N encoder layers; with pre-norm, a final LayerNorm (post-norm layers end normalized already).
+  class Encoder {
+    constructor(weights, config) {
+      this.layers = Array.from(
+        { length: config.N },
+        (_, l) => new EncoderLayer(weights, `encoder.layers.${l}`, config),
+      );
+      this.norm = config.norm_first ? new LayerNorm(weights, "encoder.norm", config.d_model) : null;
+    }
+
+    forward(x, n) {
+      for (const layer of this.layers) x = layer.forward(x, n);
+      return this.norm ? this.norm.forward(x, n) : x;
+    }
+  }
+
+  // N decoder layers, each attending to the same encoder output; a final LayerNorm with pre-norm.
+  class Decoder {
+    constructor(weights, config) {
+      this.layers = Array.from(
+        { length: config.N },
+        (_, l) => new DecoderLayer(weights, `decoder.layers.${l}`, config),
+      );
+      this.norm = config.norm_first ? new LayerNorm(weights, "decoder.norm", config.d_model) : null;
+    }
+
+    forward(x, n, memory, src_len, tgt_mask, cache) {
+      this.layers.forEach((layer, index) => {
+        x = layer.forward(x, n, memory, src_len, tgt_mask, cache ? cache.layers[index] : null);
+      });
+      return this.norm ? this.norm.forward(x, n) : x;
+    }
+  }
+
+  // Token ids -> vectors times sqrt(d_model) (section 3.4), each rounded to float32 as PyTorch's
+  // product is: (len, d_model).
+  class Embeddings {
+    constructor(lut, d_model) {
+      this.lut = lut;
+      this.d_model = d_model;
+      this.scale = Math.fround(Math.sqrt(d_model));
+    }
+
+    forward(tokens) {
+      const d = this.d_model;
+      const x = new Float64Array(tokens.length * d);
+      tokens.forEach((id, i) => {
+        for (let k = 0; k < d; k++) x[i * d + k] = Math.fround(this.lut[id * d + k] * this.scale);
       });
       return x;
     }
+  }
 
-    project(x, n, p) {
-      return this.linear(x, n, this.d, p.weight, p.bias, p.weight.length / this.d);
+  // Section 3.5's sinusoids added to the input, x's first row being position `start`; computed
+  // in double and rounded to float32 as the book's table is, and as long as the input needs.
+  class PositionalEncoding {
+    constructor(d_model) {
+      this.d_model = d_model;
+      this.table = [];
     }
 
-    // Multi-head attention of nq queries over nk keys/values already projected (k, v: (nk, h*d_k)).
-    // `causal`: query i sees keys 0..offset+i. Returns the output (nq, d_model) and the weights
-    // (h, nq, nk) when `keep` is true.
-    attend(p, x, nq, k, v, nk, causal, offset, keep) {
-      const h = this.h, dK = this.dK, width = h * dK;
-      const q = this.project(x, nq, p.q);
-      const heads = new Float64Array(nq * width);
-      const weights = keep ? [] : null;
-      const scale = Math.sqrt(dK);
-      for (let head = 0; head < h; head++) {
-        const rows = keep ? [] : null;
-        for (let i = 0; i < nq; i++) {
-          const visible = causal ? Math.min(nk, offset + i + 1) : nk;
-          const scores = new Float64Array(nk).fill(-Infinity);
-          for (let j = 0; j < visible; j++) {
-            let dot = 0;
-            for (let c = 0; c < dK; c++) dot += q[i * width + head * dK + c] * k[j * width + head * dK + c];
-            scores[j] = dot / scale;
-          }
-          softmaxInPlace(scores);
-          for (let j = 0; j < visible; j++) {
-            const a = scores[j];
-            for (let c = 0; c < dK; c++) heads[i * width + head * dK + c] += a * v[j * width + head * dK + c];
-          }
-          if (keep) rows.push(scores);
+    row(position) {
+      while (this.table.length <= position) {
+        const [pos, d] = [this.table.length, this.d_model];
+        const row = new Float64Array(d);
+        for (let i = 0; i < d; i += 2) {
+          const angle = pos * Math.pow(10000, -i / d);
+          row[i] = Math.fround(Math.sin(angle));
+          row[i + 1] = Math.fround(Math.cos(angle));
         }
-        if (keep) weights.push(rows);
+        this.table.push(row);
       }
-      return { out: this.linear(heads, nq, width, p.o.weight, p.o.bias, this.d), weights };
+      return this.table[position];
     }
 
-    feedForward(prefix, x, n) {
-      const w = this.w, hidden = this.linear(x, n, this.d, w[`${prefix}.w_1.weight`], w[`${prefix}.w_1.bias`], this.dFF);
-      for (let i = 0; i < hidden.length; i++) if (hidden[i] < 0) hidden[i] = 0;
-      return this.linear(hidden, n, this.dFF, w[`${prefix}.w_2.weight`], w[`${prefix}.w_2.bias`], this.d);
-    }
-
-    // The encoder: source ids (</s> included) -> memory (n, d_model), and each layer's weights.
-    encode(ids, keep) {
-      const n = ids.length;
-      let x = this.embed("src", ids, 0);
-      const weights = [];
-      for (let l = 0; l < this.N; l++) {
-        const prefix = `encoder.layers.${l}`;
-        const p = this.attentionWeights(`${prefix}.self_attn`);
-        const k = this.project(x, n, p.k), v = this.project(x, n, p.v);
-        const a = this.attend(p, x, n, k, v, n, false, 0, keep);
-        if (keep) weights.push(a.weights);
-        x = layerNorm(add(x, a.out), n, this.d, this.norm(`${prefix}.sublayers.0`));
-        x = layerNorm(add(x, this.feedForward(`${prefix}.feed_forward`, x, n)), n, this.d, this.norm(`${prefix}.sublayers.1`));
+    forward(x, n, start) {
+      const d = this.d_model;
+      for (let i = 0; i < n; i++) {
+        const row = this.row(start + i);
+        for (let k = 0; k < d; k++) x[i * d + k] += row[k];
       }
-      return { memory: x, length: n, weights };
+      return x;
+    }
+  }
+
+  // Table 3's row E: a trained vector per position, added to the input; max_len of them.
+  class LearnedPositions {
+    constructor(weights, name, d_model, max_len) {
+      this.table = weights.take(`${name}.table.weight`, [max_len, d_model]);
+      Object.assign(this, { d_model, max_len });
     }
 
-    // The keys and values of every layer's source attention: computed once per sentence.
-    sourceCache(encoded) {
-      const layers = [];
-      for (let l = 0; l < this.N; l++) {
-        const p = this.attentionWeights(`decoder.layers.${l}.src_attn`);
-        layers.push({ k: this.project(encoded.memory, encoded.length, p.k), v: this.project(encoded.memory, encoded.length, p.v) });
+    forward(x, n, start) {
+      const d = this.d_model;
+      if (start + n > this.max_len) {
+        throw new Error(
+          `position ${start + n - 1} is past the model's ${this.max_len} learned positions`,
+        );
       }
-      return layers;
+      for (let i = 0; i < n * d; i++) x[i] += this.table[start * d + i];
+      return x;
+    }
+  }
+
+  // The Transformer of Figure 1: embeddings, encoder, decoder and the output projection.
+  class EncoderDecoder {
+    constructor(config, weights) {
+      this.config = config;
+      const { d_model, max_len } = config;
+      const table = (side, vocab) =>
+        weights.take(`${side}_embed.0.lut.weight`, [config[vocab], d_model]);
+      const positions = (side) =>
+        config.learned_positions
+          ? new LearnedPositions(weights, `${side}_embed.1`, d_model, max_len)
+          : new PositionalEncoding(d_model);
+      const target = table("tgt", "tgt_vocab");
+      // share_embeddings: one matrix for both embeddings and the generator. The export writes it
+      // under each name; the target's copy is the one PyTorch's load_state_dict keeps.
+      const source = table("src", "src_vocab");
+      this.src_embed = [
+        new Embeddings(config.share_embeddings ? target : source, d_model),
+        positions("src"),
+      ];
+      this.tgt_embed = [new Embeddings(target, d_model), positions("tgt")];
+      this.encoder = new Encoder(weights, config);
+      this.decoder = new Decoder(weights, config);
+      // The pre-softmax projection: the target embedding's matrix when tied (the export then
+      // leaves its weight out), or a matrix of its own.
+      const tied = config.share_embeddings || config.tie_target_embeddings;
+      const why = "the output projection, with tie_target_embeddings and share_embeddings false";
+      const shape = [config.tgt_vocab, d_model];
+      const weight = tied ? target : weights.take("generator.weight", shape, why);
+      const bias = weights.take("generator.bias", [config.tgt_vocab]);
+      this.generator = new Linear(weight, bias, d_model, config.tgt_vocab, weights.linear);
     }
 
-    // The decoder over `ids` (positions start.. of one hypothesis), with `state` holding the keys
-    // and values of its earlier positions (chapter 6's cache; grown in place). Returns the
-    // states (n, d_model), and with `keep` every layer's self and source attention weights.
-    decode(encoded, source, ids, state, keep) {
-      const n = ids.length, start = state.length, d = this.d;
-      let x = this.embed("tgt", ids, start);
-      const self = [], cross = [];
-      for (let l = 0; l < this.N; l++) {
-        const prefix = `decoder.layers.${l}`;
-        const p = this.attentionWeights(`${prefix}.self_attn`);
-        const cache = state.layers[l];
-        const k = this.project(x, n, p.k), v = this.project(x, n, p.v);
-        cache.k = concat(cache.k, k);
-        cache.v = concat(cache.v, v);
-        const a = this.attend(p, x, n, cache.k, cache.v, start + n, true, start, keep);
-        x = layerNorm(add(x, a.out), n, d, this.norm(`${prefix}.sublayers.0`));
-        const s = this.attend(this.attentionWeights(`${prefix}.src_attn`), x, n, source[l].k, source[l].v, encoded.length, false, 0, keep);
-        x = layerNorm(add(x, s.out), n, d, this.norm(`${prefix}.sublayers.1`));
-        x = layerNorm(add(x, this.feedForward(`${prefix}.feed_forward`, x, n)), n, d, this.norm(`${prefix}.sublayers.2`));
-        if (keep) {
-          self.push(a.weights);
-          cross.push(s.weights);
-        }
+    // src ids (</s> included) -> memory (src_len, d_model).
+    encode(src) {
+      const [embed, position] = this.src_embed;
+      return this.encoder.forward(position.forward(embed.forward(src), src.length, 0), src.length);
+    }
+
+    // tgt ids -> decoder states (tgt.length, d_model). With a `cache` (chapter 6's DecoderCache),
+    // tgt holds only the positions after the cache.length ones already cached, numbered from
+    // there; each position sees itself and those before it.
+    decode(memory, src_len, tgt, cache) {
+      const [embed, position] = this.tgt_embed;
+      const start = cache ? cache.length : 0;
+      const x = position.forward(embed.forward(tgt), tgt.length, start);
+      return this.decoder.forward(x, tgt.length, memory, src_len, { first: start }, cache);
+    }
+
+    // Logits (tgt.length, tgt_vocab) for the token after each target position.
+    forward(src, tgt) {
+      const memory = this.encode(src);
+      return this.generator.forward(this.decode(memory, src.length, tgt, null), tgt.length);
+    }
+  }
+
+  // --- chapter 6's searches ----------------------------------------------------------------------
+
+  // The keys and values one attention has projected so far. grow (decoder self-attention): each
+  // call appends its new positions'. Not grow (encoder-decoder attention): the first call
+  // projects the encoder output, later calls reuse it.
+  class KeyValueCache {
+    constructor(grow) {
+      Object.assign(this, { grow, k: null, v: null, length: 0 });
+    }
+
+    keysValues(attention, key, value, len_k) {
+      if (this.grow || this.k === null) {
+        const fresh = attention.projectKeysValues(key, value, len_k);
+        const grown = this.grow && this.k !== null;
+        this.k = grown ? concat(this.k, fresh.k) : fresh.k;
+        this.v = grown ? concat(this.v, fresh.v) : fresh.v;
+        this.length = grown ? this.length + len_k : len_k;
       }
-      state.length += n;
-      return { states: x, self, cross };
+      return this;
     }
 
-    newState() {
-      return { length: 0, layers: Array.from({ length: this.N }, () => ({ k: new Float64Array(0), v: new Float64Array(0) })) };
-    }
-
-    // The logits of the last position's next word.
-    logits(states, n) {
-      const last = states.subarray((n - 1) * this.d, n * this.d);
-      return this.linear(last, 1, this.d, this.w["generator.weight"], this.w["generator.bias"], this.tgtVocab);
+    copy() {
+      const copy = new KeyValueCache(this.grow);
+      return Object.assign(copy, { k: this.k, v: this.v, length: this.length });
     }
   }
 
@@ -321,8 +679,39 @@
     return y;
   }
 
-  function copyState(state) {
-    return { length: state.length, layers: state.layers.map((c) => ({ k: c.k, v: c.v })) };
+  // One (self-attention, encoder-decoder attention) pair of caches per decoder layer. Beam
+  // search's select() of rows becomes branch(): a cache of its own for each hypothesis.
+  class DecoderCache {
+    constructor(model) {
+      this.layers = model.decoder.layers.map(() => [
+        new KeyValueCache(true),
+        new KeyValueCache(false),
+      ]);
+    }
+
+    // Target positions decoded so far.
+    get length() {
+      return this.layers[0][0].length;
+    }
+
+    // A copy that grows on its own, the source's keys and values shared (the arrays are only
+    // ever replaced, never written).
+    branch() {
+      return this.withLayers(this.layers.map(([own, source]) => [own.copy(), source]));
+    }
+
+    // No target position yet, the source's keys and values shared: another target, same source.
+    sameSource() {
+      return this.withLayers(
+        this.layers.map(([own, source]) => [new KeyValueCache(own.grow), source]),
+      );
+    }
+
+    withLayers(layers) {
+      const cache = Object.create(DecoderCache.prototype);
+      cache.layers = layers;
+      return cache;
+    }
   }
 
   function logSoftmax(logits) {
@@ -348,20 +737,47 @@
     return best;
   }
 
-  // Chapter 6's greedy_decode_cached for one sentence: the ids up to </s> (left out), and at
-  // each step the five likeliest next words with their probabilities.
-  // The attention weights are kept as it goes: step t's are row t of chapter 7's attention_maps
-  // (the cache computes the same rows as a pass over the whole output would).
-  Model.prototype.greedy = function (srcIds, maxLen) {
-    const specials = this.manifest.specials.tgt;
-    const encoded = this.encode(srcIds, true), source = this.sourceCache(encoded);
-    const state = this.newState(), out = [], steps = [], kept = [];
+  // The sentence's encoding, with its layers' attention weights.
+  function encoded(model, src) {
+    const memory = model.encode(src);
+    return {
+      memory,
+      length: src.length,
+      weights: model.encoder.layers.map((l) => l.self_attn.weights),
+    };
+  }
+
+  // One decoder step or pass, with every layer's self and source attention weights.
+  function decoded(model, source, tgt, cache) {
+    const states = model.decode(source.memory, source.length, tgt, cache);
+    const layers = model.decoder.layers;
+    return {
+      states,
+      self: layers.map((l) => l.self_attn.weights),
+      cross: layers.map((l) => l.src_attn.weights),
+    };
+  }
+
+  // The attention weights of a pass over a whole output at once ([<s>, ...output]): chapter 7's
+  // attention_maps, the encoder's reused.
+  function outputMaps(model, source, cache, tgt) {
+    const d = decoded(model, source, tgt, cache.sameSource());
+    return { encoder: source.weights, decoderSelf: d.self, decoderSource: d.cross };
+  }
+
+  // Chapter 6's greedy_decode_cached for one sentence: the ids up to </s> (left out), and at each
+  // step the five likeliest next words with their probabilities. The attention weights are kept
+  // as it goes: step t's are row t of chapter 7's attention_maps (the cache computes the same
+  // rows as a pass over the whole output would).
+  function greedyDecodeCached(model, src, specials, max_len) {
+    const source = encoded(model, src);
+    const cache = new DecoderCache(model);
+    const [out, steps, kept] = [[], [], []];
     let newest = specials.bos;
-    for (let step = 1; step <= maxLen; step++) {
-      const decoded = this.decode(encoded, source, [newest], state, true);
-      const states = decoded.states;
-      kept.push(decoded);
-      const logits = this.logits(states, 1);
+    for (let step = 1; step <= max_len; step++) {
+      const d = decoded(model, source, [newest], cache);
+      kept.push(d);
+      const logits = model.generator.forward(d.states, 1);
       const top = topK(logits, 5); // the first is the argmax (the lower id on a tie, as torch)
       const logProbs = logSoftmax(logits);
       steps.push(top.map((t) => ({ id: t.index, p: Math.exp(logProbs[t.index]) })));
@@ -372,28 +788,25 @@
     const length = out.length + 1; // the positions of [<s>, ...out]
     let maps;
     if (kept.length === length) {
+      const { N, h } = model.config;
       const rows = (which) =>
-        Array.from({ length: this.N }, (_, l) =>
-          Array.from({ length: this.h }, (_, head) => kept.map((d) => padded(d[which][l][head][0], length))),
+        Array.from({ length: N }, (_, l) =>
+          Array.from({ length: h }, (_, head) =>
+            kept.map((d) => padded(d[which][l][head][0], length)),
+          ),
         );
-      maps = { encoder: encoded.weights, decoderSelf: rows("self"), decoderSource: rows("cross") };
+      maps = { encoder: source.weights, decoderSelf: rows("self"), decoderSource: rows("cross") };
     } else {
-      maps = this.outputMaps(encoded, source, [specials.bos, ...out]); // stopped at the length limit
+      maps = outputMaps(model, source, cache, [specials.bos, ...out]); // stopped at the limit
     }
     return { ids: out, steps, maps };
-  };
+  }
 
   function padded(row, length) {
     const full = new Float64Array(length);
     full.set(row.subarray(0, Math.min(row.length, length)));
     return full;
   }
-
-  // The weights of a pass over a whole output at once, the encoder's reused.
-  Model.prototype.outputMaps = function (encoded, source, tgtIds) {
-    const decoded = this.decode(encoded, source, tgtIds, this.newState(), true);
-    return { encoder: encoded.weights, decoderSelf: decoded.self, decoderSource: decoded.cross };
-  };
 
   // GNMT's length penalty, as chapter 6 (section 6.1): ((5 + |Y|) / 6) ** alpha.
   function lengthPenalty(length, alpha) {
@@ -404,29 +817,29 @@
   // those ending within the best k set aside (until k have finished), the k best others kept.
   // Returns the winner's ids (</s> left out), and the trace: each step's candidates, each
   // {tokens, parent, score, finished, kept}, as chapter 6's BeamCandidate.
-  Model.prototype.beamSearch = function (srcIds, beam, alpha, maxLen) {
-    const specials = this.manifest.specials.tgt;
-    const encoded = this.encode(srcIds, true), source = this.sourceCache(encoded);
-    let hyps = [{ tokens: [], score: 0, state: this.newState() }]; // the live hypotheses
-    let bestScore = -Infinity, best = [], finished = 0;
+  function beamSearch(model, src, specials, max_len, beam, alpha) {
+    const source = encoded(model, src);
+    const root = new DecoderCache(model);
+    let hyps = [{ tokens: [], score: 0, cache: root }]; // the live hypotheses
+    let [bestScore, best, finished] = [-Infinity, [], 0];
     const trace = [];
-    for (let step = 1; step <= maxLen; step++) {
+    for (let step = 1; step <= max_len; step++) {
       // Every live hypothesis extended by every word: keep the 2k best (ties: the earlier first).
       const candidates = [];
       hyps.forEach((hyp, parent) => {
         const last = hyp.tokens.length ? hyp.tokens[hyp.tokens.length - 1] : specials.bos;
-        const { states } = this.decode(encoded, source, [last], hyp.state, false);
-        const logProbs = logSoftmax(this.logits(states, 1));
+        const states = model.decode(source.memory, source.length, [last], hyp.cache);
+        const logProbs = logSoftmax(model.generator.forward(states, 1));
         for (const t of topK(logProbs, 2 * beam)) {
-          candidates.push({ parent, word: t.index, score: hyp.score + t.value, order: parent * logProbs.length + t.index });
+          const order = parent * logProbs.length + t.index;
+          candidates.push({ parent, word: t.index, score: hyp.score + t.value, order });
         }
       });
       candidates.sort((a, b) => b.score - a.score || a.order - b.order);
       const top = candidates.slice(0, 2 * beam);
       const open = finished < beam; // as the search checks it: once per step
-      const stepTrace = [];
       top.forEach((c, j) => {
-        c.ends = c.word === specials.eos || step === maxLen;
+        c.ends = c.word === specials.eos || step === max_len;
         c.finishing = c.ends && j < beam && open;
         if (c.finishing) {
           finished += 1;
@@ -439,44 +852,35 @@
       });
       const kept = top.filter((c) => !c.ends).slice(0, beam);
       const done = finished >= beam;
-      top.forEach((c) => {
-        stepTrace.push({
+      trace.push(
+        top.map((c) => ({
           tokens: hyps[c.parent].tokens.concat([c.word]),
           parent: c.parent,
           score: c.score,
           finished: c.finishing,
           kept: done ? null : kept.indexOf(c) >= 0 ? kept.indexOf(c) : null,
-        });
-      });
-      trace.push(stepTrace);
+        })),
+      );
       if (done) break;
       hyps = kept.map((c) => ({
         tokens: hyps[c.parent].tokens.concat([c.word]),
         score: c.score,
-        state: copyState(hyps[c.parent].state),
+        cache: hyps[c.parent].cache.branch(),
       }));
       if (!hyps.length) break;
     }
     const ids = best[best.length - 1] === specials.eos ? best.slice(0, -1) : best;
-    const maps = this.outputMaps(encoded, source, [specials.bos, ...ids]);
+    const maps = outputMaps(model, source, root, [specials.bos, ...ids]);
     return { ids, trace, score: bestScore, maps };
-  };
-
-  // The whole model over a source and a target ([<s>, ...output]) at once, every attention weight
-  // kept: chapter 7's attention_maps, and what copying <unk> reads.
-  Model.prototype.attentionMaps = function (srcIds, tgtIds) {
-    const encoded = this.encode(srcIds, true);
-    return this.outputMaps(encoded, this.sourceCache(encoded), tgtIds);
-  };
+  }
 
   // Chapter 6's copy_unknowns: each <unk> of the output becomes the source word that the last
   // layer's source attention, averaged over the heads, weighs most (among the words, not </s>).
-  Model.prototype.copyUnknowns = function (words, srcIds, outIds, cross) {
-    const specials = this.manifest.specials.tgt;
+  function copyUnknowns(words, outIds, cross, unk) {
     const last = cross[cross.length - 1]; // (h, positions, source length)
     return outIds.map((id, position) => {
-      if (id !== specials.unk) return null;
-      let bestWord = 0, bestWeight = -Infinity;
+      if (id !== unk) return null;
+      let [bestWord, bestWeight] = [0, -Infinity];
       for (let j = 0; j < words.length; j++) {
         let mean = 0;
         for (const head of last) mean += head[position][j];
@@ -488,11 +892,59 @@
       }
       return words[bestWord];
     });
-  };
-
-  function load(manifest, bytes) {
-    return new Model(manifest, bytes);
   }
 
-  window.AnnotatedTransformer = { load, Model, lengthPenalty, halfToFloat };
+  // --- what the page calls ---------------------------------------------------------------------
+
+  // The exported model with the target side's special tokens: chapter 6's Translator, for ids.
+  class Translator {
+    constructor(manifest, bytes) {
+      const config = modelConfig(manifest); // refuses before the weights are read
+      const weights = new Weights(manifest, bytes);
+      this.model = new EncoderDecoder(config, weights);
+      weights.checkAllTaken();
+      this.manifest = manifest;
+      this.specials = manifest.specials.tgt;
+      this.kernel = weights.kernel;
+    }
+
+    greedy(srcIds, maxLen) {
+      return greedyDecodeCached(this.model, srcIds, this.specials, maxLen);
+    }
+
+    beamSearch(srcIds, beam, alpha, maxLen) {
+      return beamSearch(this.model, srcIds, this.specials, maxLen, beam, alpha);
+    }
+
+    // The whole model over a source and a target ([<s>, ...output]) at once, every attention
+    // weight kept: chapter 7's attention_maps.
+    attentionMaps(srcIds, tgtIds) {
+      return outputMaps(
+        this.model,
+        encoded(this.model, srcIds),
+        new DecoderCache(this.model),
+        tgtIds,
+      );
+    }
+
+    copyUnknowns(words, srcIds, outIds, cross) {
+      return copyUnknowns(words, outIds, cross, this.specials.unk);
+    }
+  }
+
+  function load(manifest, bytes) {
+    return new Translator(manifest, bytes);
+  }
+
+  window.AnnotatedTransformer = {
+    load,
+    modelConfig,
+    SETTINGS,
+    UnsupportedModel,
+    Translator,
+    EncoderDecoder,
+    DecoderCache,
+    lengthPenalty,
+    halfToFloat,
+  };
 })();
