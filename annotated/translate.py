@@ -20,7 +20,9 @@ vocabulary that does not fit the model, or a bad option.
 
 The default model is the one `make train-multi30k` writes (its averaged weights), else the class
 or smoke run's, from runs/ in a checkout or the user's runs folder for an installed book
-(`files.runs_dir`); --checkpoint takes another run's file or folder. The beam and length penalty default to those the checkpoint's
+(`files.runs_dir`); with no run trained, the book's shipped model (chapter 7's, in
+`annotated/model/`), saying so in one line. --checkpoint takes another run's file or folder, or
+`shipped`. The beam and length penalty default to those the checkpoint's
 run used (chapter 7's Multi30k runs: beam 4, alpha 2.5; chapter 8's WMT runs: beam 4, alpha 0.6).
 """
 
@@ -42,6 +44,7 @@ RUNS = tuple(f"multi30k-{profile}" for profile in ("long", "full", "class", "smo
 FULL_RUNS = RUNS[:2]  # the recipe whole (long: twice its steps); class and smoke shorten it
 MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
 MAX_BEAM = 100
+SHIPPED = "shipped"  # --checkpoint shipped: the book's own trained model (annotated/model/)
 
 
 def default_checkpoint(folder: Path | None = None) -> Path:
@@ -86,9 +89,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--checkpoint",
         type=Path,
         default=None,
-        help="a checkpoint file or a run folder (default: the best Multi30k run trained here, "
-        "full, class or smoke, in runs/ or $ANNOTATED_RUNS_DIR: its averaged.pt, else its "
-        "checkpoint.pt)",
+        help="a checkpoint file or a run folder, or `shipped` for the book's own trained model "
+        "(default: the best Multi30k run trained here, long, full, class or smoke, in runs/ or "
+        "$ANNOTATED_RUNS_DIR: its averaged.pt, else its checkpoint.pt; with none, the shipped "
+        "model)",
     )
     parser.add_argument(
         "--beam",
@@ -183,6 +187,35 @@ def translate_stream(
     return left_empty
 
 
+def choose_model(checkpoint: Path | None, warn: Callable[[str], None]):
+    """(the translator, where it came from), having said in one line which model it is wherever
+    that is not the obvious one; (None, ...) when no model can be loaded (the reason warned)."""
+    from annotated.training.runs import load_translator
+    from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_run
+
+    if checkpoint is None:
+        checkpoint = default_checkpoint()
+        if not checkpoint.exists():
+            checkpoint = Path(SHIPPED)
+            warn(
+                f"no trained Multi30k model in {default_checkpoint().parent.parent}: using the "
+                f"book's shipped model (chapter 7's {shipped_run()['folder']} run); train your own "
+                "with `python -m annotated.train multi30k`"
+            )
+        elif checkpoint.parent.name not in FULL_RUNS:
+            warn(
+                f"using {checkpoint} (no full run here; its translations are weaker than the "
+                "book's shipped model's, which `--checkpoint shipped` takes)"
+            )
+    try:
+        if str(checkpoint) == SHIPPED:
+            return load_shipped(), SHIPPED_DIR
+        return load_translator(checkpoint), checkpoint
+    except (FileNotFoundError, ValueError, OSError) as error:
+        warn(str(error))
+        return None, checkpoint
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
@@ -192,25 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     # Late imports: --help stays instant.
     from annotated.base.threads import use_fair_threads
     from annotated.ch07_multi30k import PROFILES
-    from annotated.training.runs import load_translator
 
     use_fair_threads(quiet=True)  # stdout carries the translations only
     fallback = PROFILES["full"].decoding
-
-    checkpoint = args.checkpoint or default_checkpoint()
-    if args.checkpoint is None and not checkpoint.exists():
-        warn(
-            f"no trained Multi30k model in {checkpoint.parent.parent}: train one with "
-            "`python -m annotated.train multi30k` (`--profile smoke` takes a few minutes), "
-            "or name a model with --checkpoint"
-        )
-        return 2
-    if args.checkpoint is None and checkpoint.parent.name not in FULL_RUNS:
-        warn(f"using {checkpoint} (no full run here; its translations are weaker)")
-    try:
-        translator = load_translator(checkpoint)
-    except (FileNotFoundError, ValueError, OSError) as error:
-        warn(str(error))
+    translator, checkpoint = choose_model(args.checkpoint, warn)
+    if translator is None:
         return 2
     saved = translator.decoding
     if saved is None and (args.beam is None or args.alpha is None):

@@ -208,7 +208,7 @@ def measure_page(playwright, url: str, sentence: str, args) -> dict:
 def page_record(seen: dict, sentence: str, args) -> dict:
     """The record of what `measure_page` saw, with the sizes of the model's files."""
     times, outputs, loads = seen["times"], seen["outputs"], seen["loads"]
-    model_bytes = (ROOT / "site" / "try" / "model.bin").stat().st_size
+    model_bytes = (ROOT / "annotated" / "model" / "model.bin").stat().st_size
     greedy = statistics.median(times["greedy"])
     return {
         "benchmark": "the Try-the-model page in headless Chromium (site/try)",
@@ -217,7 +217,7 @@ def page_record(seen: dict, sentence: str, args) -> dict:
         "kernel": outputs["greedy"]["kernel"],
         "model_bin_bytes": model_bytes,
         "float32_bytes": 4
-        * json.loads((ROOT / "site" / "try" / "model.json").read_text("utf-8"))["model"][
+        * json.loads((ROOT / "annotated" / "model" / "model.json").read_text("utf-8"))["model"][
             "parameters"
         ],
         "model_data_js_bytes": (HTML / "_static" / "try" / "model-data.js").stat().st_size,

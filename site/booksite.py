@@ -54,9 +54,11 @@ PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
 # are made from it, and stay out while it is unset.
 PYPROJECT = ROOT / "pyproject.toml"
 REPOSITORY_KEY = "Repository"
-# The "Try the model" page's scripts and the model they run (annotated/export/browser_model.py).
+# The "Try the model" page's scripts, and the model they run: the book's shipped model, which
+# annotated/export/browser_model.py writes (annotated/training/shipped.py reads it into PyTorch).
 TRY = SITE / "try"
 TRY_SCRIPTS = ("tokenizer.js", "transformer.js", "page.js")
+SHIPPED_DIR = PACKAGE / "model"
 
 
 @dataclass(frozen=True)
@@ -142,18 +144,18 @@ def _mirror(folder: Path, wanted: dict[str, bytes]) -> None:
 
 def try_page_files() -> dict[str, bytes]:
     """The scripts of the "Try the model" page (site/try.md), and model-data.js: the exported
-    model (site/try/model.json and model.bin, `make try-model`) as one script, the weights in
+    model (annotated/model/model.json and model.bin, `make try-model`) as one script, the weights in
     base64, so that the page also loads it opened from disk, where a script may not fetch a file."""
     files = {name: (TRY / name).read_bytes() for name in TRY_SCRIPTS}
-    manifest = json.loads((TRY / "model.json").read_text(encoding="utf-8"))
-    weights = (TRY / "model.bin").read_bytes()
+    manifest = json.loads((SHIPPED_DIR / "model.json").read_text(encoding="utf-8"))
+    weights = (SHIPPED_DIR / "model.bin").read_bytes()
     if hashlib.sha256(weights).hexdigest() != manifest["bin_sha256"]:
         raise SystemExit(
-            "site/try/model.bin is not the file model.json describes: run `make try-model`"
+            "annotated/model/model.bin is not the file model.json describes: run `make try-model`"
         )
     data = {"manifest": manifest, "weights": base64.b64encode(weights).decode("ascii")}
     files["model-data.js"] = (
-        "// Written by site/booksite.py from site/try/model.json and model.bin.\n"
+        "// Written by site/booksite.py from annotated/model/model.json and model.bin.\n"
         f"window.AnnotatedTryData = {json.dumps(data, ensure_ascii=False, separators=(',', ':'))};\n"
     ).encode()
     return files

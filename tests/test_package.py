@@ -260,6 +260,9 @@ def printed(cell: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
+MAX_WHEEL_BYTES = 30_000_000  # the shipped model included (issue: at most 30 MB)
+
+
 def test_the_wheel_holds_the_package_and_its_data(reader):
     (wheel,) = reader.dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -269,6 +272,9 @@ def test_the_wheel_holds_the_package_and_its_data(reader):
         and "annotated/exercises/__init__.py" in names
     )
     assert not [n for n in names if n.endswith(".lock") or n.endswith(".tmp")]
+    # Chapter 7's trained model ships with the book, within the wheel's budget.
+    assert {"annotated/model/model.bin", "annotated/model/model.json"} <= set(names)
+    assert wheel.stat().st_size <= MAX_WHEEL_BYTES, f"the wheel is {wheel.stat().st_size:,} bytes"
     # Of data/, the wheel carries the book's own data set only (chapter 8's WMT sample), whole.
     sample = [
         f"annotated/data/wmt14-toy-ende/{s}.{lang}.gz"

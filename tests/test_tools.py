@@ -574,3 +574,24 @@ def test_the_filter_warns_of_weaker_translations_only_for_a_shortened_run(
     done = translate_cli(stdin=b"Ein Hund.\n")
     assert done.returncode == 2  # the file is no model: refused after the choice is said
     assert (b"no full run here" in done.stderr) == warned, done.stderr
+
+
+def test_with_no_run_the_filter_translates_with_the_shipped_model_and_says_so(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("ANNOTATED_RUNS_DIR", str(tmp_path))  # an empty runs folder
+    done = translate_cli(stdin="Ein Hund läuft.\n\nZwei Männer.\n".encode())
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().split("\n")
+    assert len(lines) == 4 and lines[1] == "" and "dog" in lines[0].lower(), lines
+    said = done.stderr.decode().strip().splitlines()
+    assert len(said) == 1 and "using the book's shipped model" in said[0], said
+
+
+def test_the_shipped_model_can_be_asked_for_over_a_shortened_run(tmp_path, monkeypatch):
+    (tmp_path / "multi30k-class").mkdir()
+    (tmp_path / "multi30k-class" / "averaged.pt").write_bytes(b"not a checkpoint")
+    monkeypatch.setenv("ANNOTATED_RUNS_DIR", str(tmp_path))
+    done = translate_cli("--checkpoint", "shipped", stdin=b"Ein Hund.\n")
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert done.stdout.count(b"\n") == 1 and done.stdout.strip()

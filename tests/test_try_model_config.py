@@ -32,6 +32,7 @@ from annotated.ch01_attention import subsequent_mask
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import SpecialTokens
 from annotated.ch06_decoding import beam_search, greedy_decode_cached
+from annotated.training.shipped import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
 TRY = ROOT / "site" / "try"
@@ -67,7 +68,7 @@ def test_every_modelconfig_field_is_a_setting_the_page_knows_with_the_pythons_de
 
 
 def test_the_exported_models_settings_read_as_the_pythons(js):
-    manifest = json.loads((TRY / "model.json").read_text(encoding="utf-8"))
+    manifest = json.loads((SHIPPED_DIR / "model.json").read_text(encoding="utf-8"))
     read = js.evaluate("(m) => AnnotatedTransformer.modelConfig(m)", manifest)
     settings = {k: v for k, v in manifest["model"].items() if k != "parameters"}
     assert read == dataclasses.asdict(ModelConfig(**settings))

@@ -35,25 +35,28 @@ from annotated.base.files import runs_dir
 from annotated.export import browser_model
 from annotated.export.browser_model import (
     allocate_bits,
-    dequantize,
-    load_exported,
     pack_bits,
     quantize,
     quantize_compensated,
+)
+from annotated.training.shipped import (
+    SHIPPED_DIR,
+    dequantize,
+    load_shipped,
     read_tensors,
     unpack_bits,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 TRY = ROOT / "site" / "try"
-EXPORTED = ("model.bin", "model.json", "reference.json")
+EXPORTED = (SHIPPED_DIR / "model.bin", SHIPPED_DIR / "model.json", TRY / "reference.json")
 MAX_BYTES = 10_000_000
 RUN = runs_dir() / "multi30k-full"
 
 
 @pytest.fixture(scope="module")
 def manifest() -> dict:
-    return json.loads((TRY / "model.json").read_text(encoding="utf-8"))
+    return json.loads((SHIPPED_DIR / "model.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +123,9 @@ def test_bits_go_where_they_buy_most_and_stay_within_the_budget():
 
 
 def test_the_exported_files_weigh_at_most_10_mb_and_are_the_files_the_manifest_describes(manifest):
-    total = sum((TRY / name).stat().st_size for name in EXPORTED)
+    total = sum(path.stat().st_size for path in EXPORTED)
     assert total <= MAX_BYTES, f"the exported files weigh {total:,} bytes, more than 10 MB"
-    _, tensors = read_tensors(TRY)  # checks model.bin's digest
+    _, tensors = read_tensors(SHIPPED_DIR)  # checks model.bin's digest
     assert set(tensors) == {entry["name"] for entry in manifest["tensors"]}
     matrices = [e for e in manifest["tensors"] if e["bits"] != 32]
     assert {e["bits"] for e in matrices} <= set(range(8, 13))
@@ -131,8 +134,8 @@ def test_the_exported_files_weigh_at_most_10_mb_and_are_the_files_the_manifest_d
 
 
 def test_a_changed_model_bin_is_refused(tmp_path):
-    for name in EXPORTED:
-        (tmp_path / name).write_bytes((TRY / name).read_bytes())
+    for path in EXPORTED:
+        (tmp_path / path.name).write_bytes(path.read_bytes())
     data = bytearray((tmp_path / "model.bin").read_bytes())
     data[100] ^= 1
     (tmp_path / "model.bin").write_bytes(bytes(data))
@@ -251,7 +254,7 @@ def test_the_attention_the_page_shows_is_chapter_7s_attention_maps(page):
 
     sentence = read_multi30k("test_2016_flickr")[8][0]  # chapter 7's sentence
     typed(page, [sentence], "greedy")
-    translator = load_exported(TRY)
+    translator = load_shipped(SHIPPED_DIR)
     maps = attention_maps(translator, sentence)
     for kind, value, layer, head in (
         ("encoder self-attention", "encoder", 1, 3),

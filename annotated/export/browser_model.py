@@ -1,15 +1,18 @@
-"""Chapter 7's trained translator as files for the site's "Try the model" page.
+"""Chapter 7's trained translator as the book ships it, for the site's "Try the model" page and
+for readers who do not train (`annotated/training/shipped.py` reads it back).
 
-    python -m annotated.export.browser_model [--run runs/multi30k-full] [--out site/try]   (make try-model)
+    python -m annotated.export.browser_model [--run runs/multi30k-full] [--out annotated/model]
+    (make try-model)
 
 The page (site/try.md, its scripts in site/try/) runs the model in the reader's browser with a
-forward pass of its own in JavaScript; this module writes what that pass reads:
+forward pass of its own in JavaScript; the package loads the same files into PyTorch when no
+trained run is at hand. This module writes:
 
-    site/try/model.bin    every weight matrix, quantized (below); biases and norms in float32
-    site/try/model.json   the manifest: where each tensor lies in model.bin and how it is stored,
-                          the model's settings, both vocabularies, spaCy's German tokenizer rules,
-                          the decoding settings, the run it came from (its file's SHA-256 and its
-                          scores) and the example sentences the page offers
+    annotated/model/model.bin   every weight matrix, quantized (below); biases and norms in float32
+    annotated/model/model.json  the manifest: where each tensor lies in model.bin and how it is
+                          stored, the model's settings, both vocabularies, spaCy's German tokenizer
+                          rules, the decoding settings, the run it came from (its file's SHA-256
+                          and its scores) and the example sentences the page offers
     site/try/reference.json  the first 200 test2016 sentences' translations by
                           `python -m annotated.translate` with the run's own weights, greedy and
                           beam 4: what the browser test holds the page to
@@ -25,8 +28,9 @@ The matrices that multiply (all but the embeddings) are rounded with compensatio
 (`quantize_compensated`). The integers are packed into a bit stream, so a 10-bit matrix takes 10
 bits a weight.
 
-`load_exported` reads the files back into a PyTorch `Translator` (the weights the page computes
-with), for the tests: chapter 7's `attention_maps` on it is what the page's attention must equal.
+Why these files and not a float16 copy: on test2016 the quantized model scores BLEU within a
+tenth of the run's float32 weights (beam and greedy), at two thirds of float16's size, and the page
+needs them anyway (benchmarks/README.md, "the shipped model").
 """
 
 from __future__ import annotations
@@ -49,21 +53,19 @@ from torch import Tensor
 from annotated.base.datasets import read_multi30k
 from annotated.base.files import REPO_ROOT, atomic_write, runs_dir
 from annotated.ch01_attention import subsequent_mask
-from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import inference
-from annotated.ch05_text import Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
 from annotated.export.spacy_rules import tokenizer_rules
 from annotated.training.runs import load_translator
+from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, dequantize
 
-GROUP = 64  # weights that share one scale, along a row
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
 BUDGET = 9_640_000  # bytes for the quantized matrices: the page's files stay under 10 MB in all
 CALIBRATION = 120  # validation sentences whose logits measure each matrix's sensitivity
 REFERENCE = 200  # test2016 sentences translated for the browser test
-FORMAT = 1  # the manifest's format; the page refuses another
 EXAMPLES = (0, 2, 3, 8, 12, 27)  # test2016 sentences the page offers to click
-DEFAULT_OUT = REPO_ROOT / "site" / "try"
+DEFAULT_OUT = SHIPPED_DIR  # model.bin and model.json: the package carries them
+REFERENCE_FILE = REPO_ROOT / "site" / "try" / "reference.json"  # the browser test's, not shipped
 
 
 # Storing integers of any width ------------------------------------------------------------------
@@ -100,13 +102,6 @@ def stored_scale(largest: Tensor, levels: int, shift: int) -> Tensor:
     return torch.where(scale == 0, torch.ones_like(scale), scale).float()
 
 
-def dequantize(codes: Tensor, scales: Tensor, group: int = GROUP) -> Tensor:
-    """The float32 weights the codes stand for (exact: a float16 times a small integer)."""
-    rows, cols = codes.shape
-    blocks = codes.reshape(rows, cols // group, group).float() * scales.float().unsqueeze(-1)
-    return blocks.reshape(rows, cols)
-
-
 def pack_bits(codes: Tensor, bits: int) -> bytes:
     """Signed integers -> a little-endian bit stream of `bits` bits each (two's complement)."""
     values = codes.flatten().to(torch.int64) & ((1 << bits) - 1)
@@ -114,14 +109,6 @@ def pack_bits(codes: Tensor, bits: int) -> bytes:
     stream = ((values.unsqueeze(1) >> positions) & 1).flatten()  # bit i of value j at j*bits+i
     stream = torch.cat([stream, stream.new_zeros((-stream.numel()) % 8)]).view(-1, 8)
     return bytes((stream << torch.arange(8)).sum(1).to(torch.uint8).tolist())
-
-
-def unpack_bits(data: bytes, bits: int, count: int) -> Tensor:
-    """The inverse of `pack_bits`: `count` signed integers."""
-    raw = torch.tensor(list(data), dtype=torch.int64)
-    stream = ((raw.unsqueeze(1) >> torch.arange(8)) & 1).flatten()[: count * bits]
-    values = (stream.view(count, bits) << torch.arange(bits)).sum(1)
-    return torch.where(values >= 1 << (bits - 1), values - (1 << bits), values)
 
 
 # Which matrix gets how many bits -----------------------------------------------------------------
@@ -285,8 +272,15 @@ def reference_translations(translator: Translator, sentences: Sequence[str]) -> 
     return found
 
 
-def export(run: Path, out: Path = DEFAULT_OUT, budget: int = BUDGET, log=print) -> dict:
-    """Write model.bin, model.json and reference.json for the run's averaged model into `out`."""
+def export(
+    run: Path,
+    out: Path = DEFAULT_OUT,
+    reference_file: Path = REFERENCE_FILE,
+    budget: int = BUDGET,
+    log=print,
+) -> dict:
+    """Write model.bin and model.json for the run's averaged model into `out`, and the reference
+    translations into `reference_file`."""
     checkpoint = run / "averaged.pt"
     scores_file = run / "scores.json"
     if not checkpoint.exists() or not scores_file.exists():
@@ -325,9 +319,11 @@ def export(run: Path, out: Path = DEFAULT_OUT, budget: int = BUDGET, log=print) 
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "model.bin", "wb") as handle:
         handle.write(bytes(blob))
-    for name, content in (("model.json", manifest), ("reference.json", reference)):
-        with atomic_write(out / name, "w", encoding="utf-8") as handle:
-            json.dump(content, handle, ensure_ascii=False, indent=0 if name == "model.json" else 1)
+    for path, content in ((out / "model.json", manifest), (reference_file, reference)):
+        with atomic_write(path, "w", encoding="utf-8") as handle:
+            json.dump(
+                content, handle, ensure_ascii=False, indent=0 if path is not reference_file else 1
+            )
             handle.write("\n")
     log(f"wrote {out}: model.bin {len(blob):,} bytes; bits per matrix {sorted(set(bits.values()))}")
     return manifest
@@ -336,10 +332,11 @@ def export(run: Path, out: Path = DEFAULT_OUT, budget: int = BUDGET, log=print) 
 def pack_model(model, bits: dict[str, int], products: dict) -> tuple[list[dict], bytearray]:
     """model.bin's bytes (every tensor from a 4-byte boundary) and each tensor's manifest entry:
     the matrices in `bits` quantized (with compensation where `products` has their inputs), the
-    rest (biases, norms) float32. The output projection is left out: it is the target embedding."""
+    rest (biases, norms) float32. A tied output projection is left out: it is the target embedding."""
     tensors, blob = [], bytearray()
+    tied = model.config.tie_target_embeddings or model.config.share_embeddings
     for name, parameter in model.state_dict().items():
-        if name == "generator.weight":
+        if name == "generator.weight" and tied:
             continue
         entry = {"name": name, "shape": list(parameter.shape), "offset": len(blob)}
         if name in bits:
@@ -394,50 +391,6 @@ def detokenizer_rules() -> dict:
     }
 
 
-def read_tensors(folder: Path = DEFAULT_OUT) -> tuple[dict, dict[str, Tensor]]:
-    """The manifest and every tensor of an export, dequantized to float32 as the page has them."""
-    manifest = json.loads((folder / "model.json").read_text(encoding="utf-8"))
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{folder}/model.json is format {manifest.get('format')}, not {FORMAT}")
-    blob = (folder / "model.bin").read_bytes()
-    if hashlib.sha256(blob).hexdigest() != manifest["bin_sha256"]:
-        raise ValueError(f"{folder}/model.bin is not the file model.json describes: export again")
-    found = {}
-    for entry in manifest["tensors"]:
-        data = blob[entry["offset"] : entry["offset"] + entry["bytes"]]
-        shape = entry["shape"]
-        if entry["bits"] == 32:
-            found[entry["name"]] = torch.frombuffer(bytearray(data), dtype=torch.float32).view(
-                shape
-            )
-            continue
-        rows, cols = shape
-        n_scales = rows * cols // entry["group"]
-        stored = torch.frombuffer(bytearray(data[: 2 * n_scales]), dtype=torch.float16)
-        scales = (stored.double() * 2.0 ** -entry["shift"]).float().view(rows, -1)
-        codes = unpack_bits(data[2 * n_scales :], entry["bits"], rows * cols).view(rows, cols)
-        found[entry["name"]] = dequantize(codes, scales, entry["group"])
-    return manifest, found
-
-
-def load_exported(folder: Path = DEFAULT_OUT) -> Translator:
-    """The exported model as a PyTorch Translator: the weights the page computes with."""
-    manifest, tensors = read_tensors(folder)
-    settings = {k: v for k, v in manifest["model"].items() if k != "parameters"}
-    model = make_model(ModelConfig(**settings))
-    tensors["generator.weight"] = tensors["tgt_embed.0.lut.weight"]
-    model.load_state_dict(tensors)
-    model.eval()
-    vocabs = [
-        Vocab(tuple(manifest["vocab"][side]), {"language": language})
-        for side, language in (("src", "de"), ("tgt", "en"))
-    ]
-    decoding = manifest["decoding"]
-    return Translator(
-        model, *vocabs, DecodeConfig(decoding["beam"], decoding["alpha"], decoding["extra_length"])
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m annotated.export.browser_model",
@@ -453,11 +406,18 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         type=Path,
         default=DEFAULT_OUT,
-        help="where the page's files go (default: site/try)",
+        help="where model.bin and model.json go (default: annotated/model, which the package "
+        "carries and the site's page reads)",
+    )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=REFERENCE_FILE,
+        help="where the browser test's reference translations go (default: site/try/reference.json)",
     )
     args = parser.parse_args(argv)
     try:
-        export(args.run or runs_dir() / "multi30k-full", args.out)
+        export(args.run or runs_dir() / "multi30k-full", args.out, args.reference)
     except FileNotFoundError as error:
         print(f"browser_model: {error}", file=sys.stderr)
         return 2
