@@ -19,7 +19,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-try table3 class-resources class-data grade sandbox bench-grade clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -226,6 +226,9 @@ class-data: $(STAMP)  ## for a class server: one checked, read-only data folder 
 # this and commit site/try/; tests/test_try_page.py fails until then.
 try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) for the site's "Try the model" page, into site/try/
 	$(PY) -m annotated.export.browser_model
+
+bench-shipped: $(STAMP)  ## benchmark: test2016 BLEU and size of chapter 7's model as float32, as shipped (quantized) and as float16; writes benchmarks/results/shipped.json
+	$(PY) benchmarks/bench_shipped.py
 
 bench-try: $(STAMP) browser  ## benchmark: the "Try the model" page in headless Chromium, model load and a 20-word translation; writes benchmarks/results/try.json
 	$(PY) benchmarks/bench_try.py
