@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     # Late imports: --help stays instant.
     from annotated.base.threads import use_fair_threads
     from annotated.ch07_multi30k import PROFILES
-    from annotated.training.runs import load_translator
+    from annotated.training.finish import load_translator
 
     use_fair_threads(quiet=True)  # stdout carries the translations only
     fallback = PROFILES["full"].decoding

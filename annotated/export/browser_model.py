@@ -54,7 +54,7 @@ from annotated.ch03_training import inference
 from annotated.ch05_text import Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
 from annotated.export.spacy_rules import tokenizer_rules
-from annotated.training.runs import load_translator
+from annotated.training.finish import load_translator
 
 GROUP = 64  # weights that share one scale, along a row
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
