@@ -187,7 +187,7 @@ def detokenize(tokens: Sequence[str]) -> str:
 # word in training and in translation. So it is saved next to the checkpoint with the settings
 # that built it (language, `min_freq`, the training data), and loading refuses a file built
 # differently. (`read_vocabulary_file` in `annotated/base/files.py` reads and checks such a file;
-# `save_vocabularies` in `annotated/training/runs.py` puts a corpus's vocabularies in a run folder.)
+# `save_vocabularies` in `annotated/training/finish.py` puts a corpus's vocabularies in a run folder.)
 #
 # Both kinds of vocabulary in this chapter, words here and subwords below, offer the same small
 # interface, `Vocabulary`: `split` cuts texts into tokens, `encode` and `decode` map tokens to ids

@@ -512,7 +512,7 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # A `Translator` is a model with its two vocabularies: text in, text out. It is written against
 # chapter 5's `Vocabulary` interface only, so the same class serves words and subwords: `split`
 # and `encode` the source, decode, `decode` the ids into tokens and `join` them into text. An
-# empty input line gives an empty output line. `load_translator` (in `annotated/training/runs.py`) reads
+# empty input line gives an empty output line. `load_translator` (in `annotated/training/finish.py`) reads
 # a run folder (or one of its checkpoints) and finds the vocabularies saved beside it. The
 # command-line filter `python -m annotated.translate` is a thin wrapper around the two that keeps
 # exactly one output line per input line whatever the input holds (a line of broken UTF-8, an

@@ -15,7 +15,7 @@
 # notebook") with what each showed and what a reader could try next.
 #
 # **Profiles.** Training for an hour is not something a test suite can do on every change. The
-# run reads its sizes from one `RunConfig` (`annotated/training/runs.py`); the environment variable
+# run reads its sizes from one `RunConfig` (`annotated/training/config.py`); the environment variable
 # `ANNOTATED_PROFILE=smoke` selects a tiny one (a small model, a few steps) that runs the same code
 # in a minute. This notebook was executed with the full profile, and its outputs are the real run's.
 # Section 1 adds two more: `class`, for a lecture, and `long`, for a CPU that has time to spare.
@@ -73,14 +73,9 @@ from annotated.ch06_decoding import (
     beam_search,
     evaluate_split,
 )
-from annotated.training.runs import (
-    Run,
-    RunConfig,
-    pick_profile,
-    save_vocabularies,
-    smoke_version,
-    train_run,
-)
+from annotated.training.config import RunConfig, pick_profile, smoke_version
+from annotated.training.finish import Run, save_vocabularies
+from annotated.training.runs import train_run
 
 # %% tags=["active-ipynb"]
 # from annotated.ch02_model import count_parameters
@@ -90,7 +85,8 @@ from annotated.training.runs import (
 #     attention_maps,
 #     training_chart,
 # )
-# from annotated.training.runs import RUNS_DIR, final_scores
+# from annotated.training.config import RUNS_DIR
+# from annotated.training.finish import final_scores
 # from annotated.base.threads import use_fair_threads
 #
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
@@ -122,7 +118,7 @@ from annotated.training.runs import (
 #
 # The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
 # time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
-# rather than cuts. Before the first step, `train_run` (in `annotated/training/runs.py`) times a few steps
+# rather than cuts. Before the first step, the run's plan (`annotated/training/plan.py`) times a few steps
 # of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of what the
 # hour leaves after the probe's own minute or so (the rest is a margin for steps that turn out
 # slower than the probe measured), the run is the
@@ -796,7 +792,7 @@ def traced_search(
 #
 # **7.2 Implement** checkpoint averaging (section 6.1), `my_average(state_dicts)`: the element-wise
 # mean of a list of state dicts with the same keys, computed in float64 and returned in float32,
-# as `average_snapshots` (in `annotated/training/runs.py`) does with the snapshot files.
+# as `average_snapshots` (in `annotated/training/finish.py`) does with the snapshot files.
 #
 # **7.3 Modify.** Train the `class` profile with pre-norm blocks, `norm_first=True`, and a peak
 # rate fit for them, `lr_factor=0.7` (the lab notebook's pre-norm recipe; the class profile's

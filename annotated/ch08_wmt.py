@@ -26,7 +26,7 @@
 #
 # The pieces come from the chapters before: chapter 5's subword vocabulary and token batches,
 # chapter 6's decoders, translator and scores (the paper's tokenized BLEU among them), and the run
-# machinery of `annotated/training/runs.py` that chapter 7 trained Multi30k with. What is new here is the
+# machinery of `annotated/training/` that chapter 7 trained Multi30k with. What is new here is the
 # data, the accumulation of micro-batches into one large step, the comparison with the paper's
 # Table 2, and the scale-out to several processes.
 #
@@ -99,15 +99,9 @@ from annotated.ch05_text import (
     subword_corpus,
 )
 from annotated.ch06_decoding import tokenized_bleu
-from annotated.training.runs import (
-    Run,
-    RunConfig,
-    final_scores,
-    pick_profile,
-    save_vocabularies,
-    smoke_version,
-    train_run,
-)
+from annotated.training.config import RunConfig, pick_profile, smoke_version
+from annotated.training.finish import Run, final_scores, save_vocabularies
+from annotated.training.runs import train_run
 
 # %% tags=["active-ipynb"]
 # import tempfile
@@ -115,7 +109,7 @@ from annotated.training.runs import (
 # from annotated.ch02_model import count_parameters, make_model, table3_parameter_counts
 # from annotated.figures import use_book_charts
 # from annotated.figures.ch07_multi30k import training_chart  # chapter 7's curves
-# from annotated.training.runs import RUNS_DIR
+# from annotated.training.config import RUNS_DIR
 # from annotated.base.threads import use_fair_threads
 #
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
@@ -194,7 +188,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # %% [markdown]
 # ## 3. The configuration: the paper's models and ours (sections 5.2–5.4, Table 3)
 #
-# `WMTConfig` is the run configuration of `annotated/training/runs.py`, whose defaults are the paper's
+# `WMTConfig` is the run configuration of `annotated/training/config.py`, whose defaults are the paper's
 # **base** model and recipe, with three fields more: which data, the tokens of one optimizer step,
 # and a length limit for training pairs. The profiles change what must change.
 #

@@ -75,7 +75,7 @@ from annotated.ch03_training import evaluate
 from annotated.ch05_text import Corpus, load_multi30k, make_batch, token_batches
 from annotated.ch06_decoding import DecodeConfig, evaluate_split
 from annotated.ch07_multi30k import train_multi30k
-from annotated.training.runs import RUNS_DIR, RunConfig, pick_profile
+from annotated.training.config import RUNS_DIR, RunConfig, pick_profile
 from annotated.training.sweeps import (
     RESULTS_DIR,
     Job,

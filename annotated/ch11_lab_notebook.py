@@ -37,7 +37,7 @@
 #   5 and 39.7 in section 6. *Last weights* means the weights of the final step
 #   alone, decoded greedily: no averaging.
 # * **When these runs were made.** They date from before the book was divided into its present
-#   chapters. Settings are named below as `RunConfig` (`annotated/training/runs.py`) names them today.
+#   chapters. Settings are named below as `RunConfig` (`annotated/training/config.py`) names them today.
 #
 # The runs at a glance (the sections below give the details):
 #

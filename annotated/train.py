@@ -105,7 +105,8 @@ def with_budget(config, args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     """Train (or resume, or load) the run the arguments describe, then print its scores."""
     from annotated.base.threads import use_fair_threads
-    from annotated.training.runs import RUNS_DIR, final_scores
+    from annotated.training.config import RUNS_DIR
+    from annotated.training.finish import final_scores
 
     use_fair_threads()
 

@@ -190,7 +190,7 @@ def translate_stream(
 def choose_model(checkpoint: Path | None, warn: Callable[[str], None]):
     """(the translator, where it came from), having said in one line which model it is wherever
     that is not the obvious one; (None, ...) when no model can be loaded (the reason warned)."""
-    from annotated.training.runs import load_translator
+    from annotated.training.finish import load_translator
     from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_run
 
     if checkpoint is None:

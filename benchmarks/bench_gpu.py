@@ -122,7 +122,8 @@ def loss_check(tokens: int = 3000, vocab: int = 6190, repeats: int = 50) -> dict
 def training() -> dict:
     """Chapter 7's full recipe on this GPU: the plan, the run, its scores."""
     from annotated.ch07_multi30k import profile_config, train_multi30k
-    from annotated.training.runs import RUNS_DIR, final_scores, saved_scores
+    from annotated.training.config import RUNS_DIR
+    from annotated.training.finish import final_scores, saved_scores
 
     _, config = profile_config("full")
     run = train_multi30k(config, RUNS_DIR / "multi30k-gpu")

@@ -46,7 +46,8 @@ from annotated.ch04_copy_task import greedy_decode
 from annotated.ch05_text import padding_fraction, token_batches
 from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
-from annotated.training.runs import RUNS_DIR, final_scores, saved_scores
+from annotated.training.config import RUNS_DIR
+from annotated.training.finish import final_scores, saved_scores
 
 CPU = torch.device("cpu")
 

@@ -41,7 +41,8 @@ from annotated.base.files import atomic_write
 from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
-from annotated.training.runs import RUNS_DIR, final_scores
+from annotated.training.config import RUNS_DIR
+from annotated.training.finish import final_scores
 from annotated.training.sweeps import (
     Job,
     config_folder,

@@ -28,7 +28,7 @@ from annotated.base.files import runs_dir  # noqa: E402
 from annotated.base.threads import use_fair_threads  # noqa: E402
 from annotated.ch05_text import load_multi30k  # noqa: E402
 from annotated.ch06_decoding import Translator, evaluate_split  # noqa: E402
-from annotated.training.runs import load_translator  # noqa: E402
+from annotated.training.finish import load_translator  # noqa: E402
 from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_run  # noqa: E402
 
 SPLIT = "test_2016_flickr"

@@ -28,7 +28,8 @@ from common import Timing, describe, write_results
 from annotated.base.threads import use_fair_threads
 from annotated.ch02_model import count_parameters, make_model
 from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
-from annotated.training.runs import RUNS_DIR, saved_scores
+from annotated.training.config import RUNS_DIR
+from annotated.training.finish import saved_scores
 
 
 def paper_parameters(name: str, vocab: int = 37000) -> int:

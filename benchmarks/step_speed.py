@@ -34,7 +34,7 @@ from annotated.ch02_model import Embeddings, PositionalEncoding, count_parameter
 from annotated.ch03_training import train, use_fast_dropout
 from annotated.ch05_text import BatchPlan, load_multi30k
 from annotated.ch07_multi30k import profile_config
-from annotated.training.runs import new_model, shared_specials
+from annotated.training.config import new_model, shared_specials
 
 
 class TorchTransformer(nn.Module):

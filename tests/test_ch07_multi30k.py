@@ -13,7 +13,7 @@ from annotated.ch03_training import TrainConfig, train
 from annotated.ch05_text import detokenize, load_multi30k, make_batch
 from annotated.ch06_decoding import DecodeConfig, Translator, beam_search
 from annotated.ch07_multi30k import PROFILES, length_penalty_sweep, profile_config, train_multi30k
-from annotated.training.runs import final_scores, load_translator, saved_scores
+from annotated.training.finish import final_scores, load_translator, saved_scores
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from annotated.ch08_wmt import (
     wmt_profile,
     wmt_scores,
 )
-from annotated.training.runs import average_snapshots, load_translator
+from annotated.training.finish import average_snapshots, load_translator
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SPECIALS = Vocab(SPECIALS, {}).specials  # what Subwords gives too (tests/test_ch05_text)

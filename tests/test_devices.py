@@ -35,7 +35,8 @@ from annotated.ch03_training import (
     use_bf16,
 )
 from annotated.ch08_wmt import setup_distributed
-from annotated.training.runs import average_snapshots, save_snapshot
+from annotated.training.finish import average_snapshots
+from annotated.training.loop import save_snapshot
 
 PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
 PAD, BOS, EOS = 0, 1, 2

@@ -11,15 +11,10 @@ import torch
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import cooled_rate, rate
 from annotated.ch06_decoding import DecodeConfig
-from annotated.training.budgets import PROBE_STEPS, fit_schedule
-from annotated.training.runs import (
-    PROFILE_ENV,
-    RunConfig,
-    average_snapshots,
-    pick_profile,
-    save_snapshot,
-    saved_scores,
-)
+from annotated.training.config import PROFILE_ENV, RunConfig, pick_profile, smoke_version
+from annotated.training.finish import average_snapshots, saved_scores
+from annotated.training.loop import save_snapshot
+from annotated.training.plan import PROBE_STEPS, fit_schedule
 
 
 def _random_model(seed=0, vocab=13, N=2):
@@ -160,7 +155,10 @@ def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
     config = _hour_recipe()
     plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
     assert not plan.shortened and plan.steps == plan.recipe_steps == 3040
-    assert plan.apply(config) is config  # the book's run, step for step
+    # The book's run, step for step: the recipe's schedule, with the budget's time limit.
+    recipe = config.schedule(152)
+    assert plan.schedule(recipe, 60.0) == dataclasses.replace(recipe, limit_seconds=60 * 60 * 1.2)
+    assert plan.schedule(recipe, 60.0).train_config(config) == config.train_config(152)
     assert round(plan.steps_per_minute) == 100
     assert "the run is the recipe, unchanged" in plan.describe(config)
 
@@ -168,8 +166,8 @@ def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
 def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     config = _hour_recipe()
     plan = fit_schedule(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
-    planned = plan.apply(config)
-    train = planned.train_config(152)
+    planned = plan.schedule(config.schedule(152), config.max_minutes)
+    train = planned.train_config(config)
     # The steps fit the budget (with the probe's time spent from it)...
     assert plan.shortened and train.max_steps == plan.steps
     assert plan.steps * 1.4 + 40.0 <= 60 * 60
@@ -183,8 +181,9 @@ def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     )
     # ...the warmup still fits before it, and the averaged snapshots lie inside it.
     assert (train.warmup, train.lr_factor) == (500, 0.358)
-    assert planned.average_last * planned.eval_every(152) <= train.cooldown
-    assert planned.average_last == 5
+    assert planned.average_last * planned.eval_every <= train.cooldown
+    assert planned.average_last == 5 and planned.eval_every == config.schedule(152).eval_every
+    assert config == _hour_recipe()  # the configuration is left as it was
     text = plan.describe(config)
     assert f"{plan.steps:,} of the recipe's 3,040 steps" in text
     assert "trains less than its recipe" in text and "lower scores" in text
@@ -193,13 +192,13 @@ def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
 def test_a_tiny_budget_shortens_the_warmup_but_keeps_the_peak_rate():
     config = _hour_recipe(epochs=5, cooldown_epochs=2.5, max_minutes=5.0, average_last=2)
     plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
-    train = plan.apply(config).train_config(152)
+    train = plan.schedule(config.schedule(152), config.max_minutes).train_config(config)
     assert plan.steps < 760 and train.warmup < 500
     assert train.warmup <= train.max_steps - train.cooldown
     peak = rate(train.warmup, 256, train.warmup, train.lr_factor)
     assert peak == pytest.approx(rate(500, 256, 500, 0.358))  # 1.0e-3, the recipe's peak
     assert 1 <= plan.average_last <= 2
-    assert plan.average_last * config.eval_every(152) <= train.cooldown
+    assert plan.average_last * config.schedule(152).eval_every <= train.cooldown
 
 
 def test_a_recipe_without_cooldown_keeps_its_averaging():
@@ -209,7 +208,7 @@ def test_a_recipe_without_cooldown_keeps_its_averaging():
     )
     plan = fit_schedule(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
     assert 450 < plan.steps < 530 and plan.warmup == 300 and plan.average_last == 5
-    assert plan.apply(config).train_config(56).cooldown == 0
+    assert plan.schedule(config.schedule(56), 20.0).train_config(config).cooldown == 0
     assert "no cooldown" in plan.describe(config)
 
 
@@ -258,9 +257,10 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     assert plan.probe_seconds == 2 * PROBE_STEPS  # its batches twice, at a second a step
     assert "of the recipe's" in capsys.readouterr().out
     last = int(run.history.step.max())
-    assert last == plan.steps == run.config.train_config(plan.steps_per_epoch).max_steps
+    train = run.schedule.train_config(run.config)
+    assert last == plan.steps == run.schedule.steps == train.max_steps
+    assert run.config == config  # planned, not rewritten
     assert run.history.seconds.sum() + plan.probe_seconds <= config.max_minutes * 60
-    train = run.config.train_config(plan.steps_per_epoch)
     assert run.history.lr.iloc[-1] == pytest.approx(
         cooled_rate(last, run.translator.model.config.d_model, train)
     )
@@ -325,7 +325,9 @@ def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
     # the plain limit it was when the run began (a measured plan's grace would train past it).
     config = _hour_recipe(max_minutes=20.0)
     plan = fit_schedule(config, 152, seconds_per_step=2.0, keep_recipe=True)
-    assert plan.unplanned and plan.steps == 3040 and plan.apply(config) is config
+    recipe = config.schedule(152)
+    assert plan.unplanned and plan.steps == 3040
+    assert plan.schedule(recipe, 20.0) == dataclasses.replace(recipe, limit_seconds=20 * 60)
     assert plan.limit_seconds(20.0) == 20 * 60
     assert "begun without a plan" in plan.describe(config)
     measured = fit_schedule(config, 152, seconds_per_step=0.3)
@@ -350,8 +352,6 @@ def test_a_run_passes_its_settings_on_by_name_with_the_papers_defaults():
 
 
 def test_the_smoke_version_of_a_profile_is_its_recipe_on_a_tiny_model():
-    from annotated.training.runs import smoke_version
-
     recipe = RunConfig(vocab_size=None, warmup=500, decoding=DecodeConfig(beam=4, alpha=2.5))
     smoke = smoke_version(recipe, train_pairs=100, warmup=5)
     model = smoke.model_config(40, 40)

@@ -12,7 +12,7 @@ import pytest
 
 from annotated.base.files import LOCK_NAME, FolderInUseError
 from annotated.ch09_table3 import BASE, TABLE3_PROFILES
-from annotated.training.runs import RUNS_DIR
+from annotated.training.config import RUNS_DIR
 from annotated.training.sweeps import (
     Job,
     config_folder,

@@ -31,7 +31,7 @@ from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch05_text import Vocab, tokenize, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.train import main as train_main
-from annotated.training.runs import load_translator
+from annotated.training.finish import load_translator
 from annotated.translate import default_checkpoint, translate_stream
 from annotated.translate import main as translate_main
 

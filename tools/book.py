@@ -248,9 +248,7 @@ def chapter_numbers(stems: list[str]) -> str:
             runs[-1].append(number)
         else:
             runs.append([number])
-    words = [
-        f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs
-    ]
+    words = [f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs]
     return ", ".join(words) or "none"
 
 

@@ -80,7 +80,7 @@ from book import CELL_TIMEOUT_S, as_printed, notebook_client  # noqa: E402  (too
 from annotated.base.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
 from annotated.base.files import atomic_write  # noqa: E402
 from annotated.figures import HTML_ENV  # noqa: E402
-from annotated.training.runs import PROFILE_ENV  # noqa: E402
+from annotated.training.config import PROFILE_ENV  # noqa: E402
 
 CHECKOUT = TOOLS.parent
 NOTEBOOKS = CHECKOUT / "notebooks"

@@ -1,7 +1,7 @@
 """Checkpoint files: written atomically, read safely, refused with a reason when they do not fit.
 
 Chapter 3's `train` saves one every `checkpoint_every` steps, at the end and when it stops early,
-and resumes from it (`resume`); the runs of chapters 7 to 9 (`annotated.training.runs`), chapter 8's
+and resumes from it (`resume`); the runs of chapters 7 to 9 (`annotated.training`), chapter 8's
 data-parallel check and the command-line tools read them. A checkpoint is a plain
 `torch.save` dictionary: the model's weights and `model_config` at least, and for a training
 checkpoint also the optimizer, scheduler and random-number states, the step, the history and the

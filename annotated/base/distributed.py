@@ -57,3 +57,12 @@ def sum_over_processes(values: Sequence[float], device: torch.device) -> list[fl
     summed = torch.tensor(values, dtype=torch.float64, device=device)
     torch.distributed.all_reduce(summed)
     return summed.tolist()
+
+
+def data_parallel(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` wrapped in DistributedDataParallel when several processes train it, else `model`
+    itself. Its buffers are not broadcast before each step: the book's models hold only the
+    sinusoid tables, which every process computes alike."""
+    if rank_and_world()[1] == 1:
+        return model
+    return torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)

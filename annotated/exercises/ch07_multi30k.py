@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from annotated.exercises import Exercise, Mistake
-from annotated.training.runs import average_snapshots
+from annotated.training.finish import average_snapshots
 
 
 def _average_via_snapshots(state_dicts: list[dict]) -> dict:

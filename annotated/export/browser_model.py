@@ -56,7 +56,7 @@ from annotated.ch01_attention import subsequent_mask
 from annotated.ch03_training import inference
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
 from annotated.export.spacy_rules import tokenizer_rules
-from annotated.training.runs import load_translator
+from annotated.training.finish import load_translator
 from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, dequantize
 
 BITS = (8, 12)  # the fewest and the most bits a matrix may get

@@ -1,6 +1,10 @@
 """A training run of chapters 7 to 9, above chapters 1 to 6 and below the chapters that train.
 
-A run's configuration and its folder, its plan (the speed probe and the time budget), the
-training itself and its finish (averaging, scores, the translator) are in `runs` and `budgets`;
-many runs of one recipe in `sweeps`; where a step's time goes in `profiling`.
+A run goes through four stages, each a module: its configuration (`config`: `RunConfig`, its
+profiles, the model and the recipe's `Schedule` it makes), its plan (`plan`: the speed probe and
+the time budget, which give the schedule it trains), its training (`loop`: chapter 3's `train` with
+evaluations and snapshots) and its finish (`finish`: averaging, scores, the translator, the
+vocabularies). `runs.train_run` is the spine that calls them in turn. Many runs of one recipe are
+in `sweeps`; where a step's time goes in `profiling`; the model the book ships, read back, in
+`shipped`.
 """

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from torch import Tensor
@@ -28,9 +27,7 @@ from annotated.base.fast_step import smoothed_kl
 from annotated.ch01_attention import MultiHeadAttention, kept_weights
 from annotated.ch03_training import label_smoothing_loss, make_optimizer, train_step
 from annotated.ch05_text import BatchPlan, Corpus
-
-if TYPE_CHECKING:
-    from annotated.training.runs import RunConfig
+from annotated.training.config import RunConfig, new_model, shared_specials
 
 LOSS = "loss over the vocabulary"
 PARTS = (
@@ -126,11 +123,6 @@ def step_profiles(config: RunConfig, corpus: Corpus, steps: int = 8) -> pd.DataF
     Each takes `steps` steps spread over the first epoch, untimed once (kernels and memory are
     set up then), then again under the profiler.
     """
-    from annotated.training.runs import (  # runs imports this chapter's kin
-        new_model,
-        shared_specials,
-    )
-
     device = training_device()
     plan = BatchPlan.build(corpus.ids["train"][: config.train_pairs], config.max_tokens)
     picks = [i * plan.steps_per_epoch // steps for i in range(steps)]

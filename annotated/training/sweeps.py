@@ -37,7 +37,7 @@ from annotated.base.files import FolderInUseError, atomic_write, folder_lock
 from annotated.base.machine import Timing, describe
 from annotated.ch03_training import train
 from annotated.ch05_text import BatchPlan, Corpus
-from annotated.training.runs import RunConfig, new_model
+from annotated.training.config import RunConfig, new_model
 
 # Chapter 9's Table 3 record lives in the package, annotated/results/table3.json: the one copy,
 # which `make table3` writes in a checkout and the wheel carries as package data, so an installed

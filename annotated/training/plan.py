@@ -1,28 +1,34 @@
-"""Time budgets: how a training run fits its recipe into a number of minutes on this machine.
+"""A run's plan: the schedule it trains, fitted into its time budget on this machine.
 
-A run with `RunConfig.max_minutes` measures its step's cost over a few probe steps
-(`runs.measure_step_seconds`: a few batches trained twice, timed the second time, when their
-shapes are no longer new to the machine), then `fit_schedule` decides how many of the recipe's
-steps fit and, when they do not all fit, compresses the whole schedule into the steps that do. The
-result, a `TimeBudget`, is kept in the run folder (plan.json) so that a resumed run follows it, and
-it stops the run, loudly, if the machine turns out much slower than measured (`report_stop`).
+A run without `RunConfig.max_minutes` trains its recipe's schedule (`RunConfig.schedule`). A run
+with one first measures its step's cost over a few probe steps (`measure_step_seconds`: a few
+batches trained twice, timed the second time, when their shapes are no longer new to the machine),
+then `fit_schedule` decides how many of the recipe's steps fit and, when they do not all fit,
+compresses the whole schedule into the steps that do. The result, a `TimeBudget`, is kept in the
+run folder (plan.json) so that a resumed run follows it (`time_budget`); the schedule the run
+trains is the budget's (`TimeBudget.schedule`), and the run's configuration is left as it was.
+The budget stops the run, loudly, if the machine turns out much slower than measured
+(`settle_budget`, `report_stop`). `plan_run` is the stage: the schedule, and the budget behind it.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from annotated.base.distributed import rank_and_world
+from annotated.base.checkpoints import read_checkpoint
+from annotated.base.distributed import data_parallel, rank_and_world, sum_over_processes
 from annotated.base.files import atomic_write
-
-if TYPE_CHECKING:
-    from annotated.training.runs import RunConfig
+from annotated.base.machine import describe as describe_machine
+from annotated.ch02_model import EncoderDecoder
+from annotated.ch03_training import SpecialTokens, train
+from annotated.ch05_text import BatchPlan
+from annotated.training.config import RunConfig, Schedule
 
 PLAN_FILE = "plan.json"
 # The throughput probe trains PROBE_STEPS batches twice (32 steps, about the cost of the 27 it
@@ -93,18 +99,20 @@ class TimeBudget:
     def shortened(self) -> bool:
         return self.steps < self.recipe_steps
 
-    def apply(self, config: RunConfig) -> RunConfig:
-        """The run's configuration under this plan (the recipe itself when it fits)."""
+    def schedule(self, recipe: Schedule, budget_minutes: float) -> Schedule:
+        """The schedule the run trains under this plan (the recipe's itself when it fits), stopped
+        after `limit_seconds(budget_minutes)` of training."""
+        limit = self.limit_seconds(budget_minutes)
         if not self.shortened:
-            return config
+            return dataclasses.replace(recipe, limit_seconds=limit)
         return dataclasses.replace(
-            config,
+            recipe,
             steps=self.steps,
-            epochs=None,
             warmup=self.warmup,
             lr_factor=self.lr_factor,
-            cooldown_epochs=self.cooldown_epochs,
+            cooldown=round(self.cooldown_epochs * recipe.steps_per_epoch),
             average_last=self.average_last,
+            limit_seconds=limit,
         )
 
     def limit_seconds(self, budget_minutes: float) -> float:
@@ -194,18 +202,18 @@ def fit_schedule(
     `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
     is tied to the recipe's schedule; the time limit still stops it, and says so).
     """
-    recipe = config.train_config(steps_per_epoch)
+    recipe = config.schedule(steps_per_epoch)
     available = max(config.max_minutes * 60 - probe_seconds, 0.0)
     fit = steps_that_fit(available * SAFETY, seconds_per_step, first_epoch_extra, steps_per_epoch)
-    every = config.eval_every(steps_per_epoch)
+    every = recipe.eval_every
     plan = dict(budget_minutes=config.max_minutes, seconds_per_step=seconds_per_step, **details)
-    plan |= dict(probe_seconds=probe_seconds, recipe_steps=recipe.max_steps)
+    plan |= dict(probe_seconds=probe_seconds, recipe_steps=recipe.steps)
     plan |= dict(steps_per_epoch=steps_per_epoch, first_epoch_extra=first_epoch_extra)
     plan["probe_batches"] = None if keep_recipe else PROBE_STEPS
-    if fit >= recipe.max_steps or keep_recipe:
+    if fit >= recipe.steps or keep_recipe:
         return TimeBudget(
             unplanned=keep_recipe,
-            steps=recipe.max_steps,
+            steps=recipe.steps,
             warmup=config.warmup,
             lr_factor=config.lr_factor,
             cooldown_epochs=config.cooldown_epochs,
@@ -216,10 +224,10 @@ def fit_schedule(
         raise ValueError(
             f"{config.max_minutes:g} training minutes give about {fit} steps on this machine "
             f"({60 / seconds_per_step:.0f} a minute), too few for this recipe's "
-            f"{recipe.max_steps:,} (it evaluates every {every}). Give more minutes, or no budget "
+            f"{recipe.steps:,} (it evaluates every {every}). Give more minutes, or no budget "
             "(max_minutes=None, --minutes none), or choose a smaller profile."
         )
-    shrink = fit / recipe.max_steps
+    shrink = fit / recipe.steps
     cooldown_epochs = config.cooldown_epochs * shrink
     cooldown = round(cooldown_epochs * steps_per_epoch)
     warmup = max(1, min(config.warmup, fit - cooldown))  # the warmup ends before the cooldown
@@ -279,3 +287,118 @@ def report_stop(budget: TimeBudget, folder: Path, step: int, minutes: float) -> 
             flush=True,
         )
     return budget
+
+
+def settle_budget(
+    budget: TimeBudget | None, folder: Path, planned: int, step: int, minutes: float
+) -> TimeBudget | None:
+    """The budget once training has ended at `step` of the `planned` steps after `minutes` of
+    training: a stop by the time limit said and recorded (`report_stop`), or the record of an
+    earlier stop cleared when the run has finished since (under a larger budget)."""
+    if budget is not None and step < planned:
+        return report_stop(budget, folder, step, minutes)
+    if budget is not None and budget.stopped_at is not None:
+        budget = dataclasses.replace(budget, stopped_at=None)
+        write_budget(folder, budget)
+    return budget
+
+
+def measure_step_seconds(
+    config: RunConfig, model: EncoderDecoder, batches: BatchPlan, specials: SpecialTokens
+) -> tuple[float, float, float]:
+    """This run's training step on this machine: (seconds per step, what a step costs more on
+    average in the run's first epoch, the probe's total seconds).
+
+    A throwaway copy of the run's freshly initialized `model` trains through chapter 3's `train`
+    on PROBE_STEPS batches spread over the first epoch (short and long sentences alike), with the
+    run's precision, dropout and optimizer, twice over: the same batches in the same order. A step
+    on a batch shape the process meets for the first time costs more (kernels are chosen and set
+    up for it, memory is allocated), and the run meets its shapes for the first time in its first
+    epoch only; so the second pass, on shapes met before, times the run's steady step. The first
+    pass's excess over it, per batch (the first one left out: it also sets up the process), is what
+    a step on a new batch costs more; the run's first epoch pays it on the batches the probe did
+    not train (the probe runs in the run's process, just before it). Nothing of it is kept: the
+    run itself starts from `model` as it was. Under torch.distributed every process probes, and
+    all plan with the mean of their times.
+    """
+    rank, world = rank_and_world()
+    spread = [i * batches.steps_per_epoch // PROBE_STEPS for i in range(PROBE_STEPS)]
+    probe = dataclasses.replace(
+        config.train_config(batches.steps_per_epoch), max_steps=2 * PROBE_STEPS, cooldown=0
+    )
+    history = train(
+        data_parallel(copy.deepcopy(model)),
+        lambda step: batches.step(spread[step % PROBE_STEPS], specials, rank, world),
+        probe,
+        checkpoint=None,
+        progress=False,
+    )
+    seconds = history.seconds.tolist()
+    first, second = seconds[:PROBE_STEPS], seconds[PROBE_STEPS:]
+    excess = [once - twice for once, twice in zip(first[1:], second[1:], strict=True)]
+    steady = sum(second) / PROBE_STEPS
+    unmet = 1 - len(set(spread)) / batches.steps_per_epoch  # the first epoch's new batches' share
+    extra = max(sum(excess) / len(excess), 0.0) * unmet
+    device = next(model.parameters()).device
+    steady, extra, total = sum_over_processes([steady, extra, sum(seconds)], device)
+    return steady / world, extra / world, total / world
+
+
+def time_budget(
+    config: RunConfig,
+    folder: Path,
+    model: EncoderDecoder,
+    batches: BatchPlan,
+    specials: SpecialTokens,
+    progress: bool,
+) -> TimeBudget | None:
+    """The run's time budget: the one kept in its folder, else a new one (None without a budget)."""
+    if config.max_minutes is None:
+        return None
+    say = progress and rank_and_world()[0] == 0
+    budget = read_budget(folder)
+    if budget is not None:
+        if say:
+            kept = f"plan kept from this run's start ({budget.budget_minutes:g} minutes)"
+            if budget.budget_minutes != config.max_minutes:
+                kept += f"; the budget of {config.max_minutes:g} now only moves the time limit"
+            print(f"{kept}: {budget.steps:,} steps, planned then as", flush=True)
+            print(budget.describe(config), flush=True)
+        return budget
+    checkpoint = folder / "checkpoint.pt"
+    history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
+    if history:  # a run begun before plans existed: it stays its recipe
+        seconds, extra, probe = sum(row["seconds"] for row in history) / len(history), 0.0, 0.0
+    else:
+        seconds, extra, probe = measure_step_seconds(config, model, batches, specials)
+    budget = fit_schedule(
+        config,
+        batches.steps_per_epoch,
+        seconds,
+        probe,
+        keep_recipe=bool(history),  # a checkpoint is tied to the recipe's schedule
+        first_epoch_extra=extra,
+        machine=describe_machine(),
+        load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    )
+    write_budget(folder, budget)
+    if say:
+        print(budget.describe(config), flush=True)
+    return budget
+
+
+def plan_run(
+    config: RunConfig,
+    folder: Path,
+    model: EncoderDecoder,
+    batches: BatchPlan,
+    specials: SpecialTokens,
+    progress: bool,
+) -> tuple[Schedule, TimeBudget | None]:
+    """The schedule the run trains (the recipe's, or its time budget's), and the budget (None
+    without one). The probe, when a new budget needs it, trains a copy of `model`."""
+    budget = time_budget(config, folder, model, batches, specials, progress)
+    recipe = config.schedule(batches.steps_per_epoch)
+    if budget is None:
+        return recipe, None
+    return budget.schedule(recipe, config.max_minutes), budget

@@ -1,23 +1,27 @@
-"""The time budget's throughput probe (`runs.measure_step_seconds`, through `runs.time_budget`),
-on a simulated machine whose step costs more on a batch shape it meets for the first time."""
+"""The time budget's throughput probe (`plan.measure_step_seconds`, through `plan.time_budget`),
+on a simulated machine whose step costs more on a batch shape it meets for the first time; and
+plans kept by runs before."""
 
 import dataclasses
 import json
+import os
 import random
+from types import SimpleNamespace
 
 import pytest
-import torch
 
 from annotated import ch03_training
 from annotated.ch05_text import SPECIALS, BatchPlan, Corpus, Vocab, step_shard
-from annotated.training.budgets import (
+from annotated.training.config import RunConfig, new_model
+from annotated.training.plan import (
     PROBE_STEPS,
     TimeBudget,
     fit_schedule,
+    plan_run,
     read_budget,
     steps_that_fit,
+    time_budget,
 )
-from annotated.training.runs import RunConfig, time_budget
 
 WARM = 0.5  # seconds of a step on batch shapes the machine has met before
 FIRST_TIME = 3.0  # how many times dearer a micro-batch of a shape met for the first time is
@@ -96,9 +100,8 @@ def _plan_and_run(config, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ch03_training, "time", clock)
     monkeypatch.setattr(BatchPlan, "step", step)
-    plan = time_budget(
-        config, tmp_path, corpus, batches, torch.device("cpu"), tmp_path / "none.pt", False
-    )
+    model = new_model(config, corpus)
+    plan = time_budget(config, tmp_path, model, batches, corpus.tgt_vocab.specials, False)
     probe = clock.now
     pairs, n = corpus.ids["train"], len(batches.batches)
     run = []
@@ -193,3 +196,113 @@ def test_the_plan_of_the_books_saved_wmt_run_does_not_disown_it():
     assert plan.shortened and f"{plan.steps:,} of the recipe's 100,000 steps" in said
     assert "not the book's run" not in said
     assert "trains less than its recipe" in said and "the recipe runs unchanged" in said
+
+
+# The plan.json files of the book's two saved runs (runs/multi30k-full and runs/wmt-sample), as
+# the code before `Schedule` wrote them, and the `train_config` their checkpoints were trained with.
+SAVED_PLANS = {
+    "multi30k-full": {
+        "budget_minutes": 60.0,
+        "seconds_per_step": 0.6135282571874967,
+        "probe_seconds": 19.12821015599988,
+        "recipe_steps": 3040,
+        "steps": 3040,
+        "warmup": 500,
+        "lr_factor": 0.358,
+        "cooldown_epochs": 10.0,
+        "average_last": 5,
+        "steps_per_epoch": 152,
+        "machine": "x86_64 AMD EPYC, 2 cores, torch 2.13.0+cpu, 2 threads, bf16 hardware: True",
+        "load_average": 1.6923828125,
+        "stopped_at": None,
+        "unplanned": False,
+        "first_epoch_extra": 0.0,
+        "probe_batches": 16,
+    },
+    "wmt-sample": {
+        "budget_minutes": 20.0,
+        "seconds_per_step": 1.0295808025000213,
+        "probe_seconds": 36.16187511099952,
+        "recipe_steps": 100000,
+        "steps": 1017,
+        "warmup": 300,
+        "lr_factor": 0.7,
+        "cooldown_epochs": 0.0,
+        "average_last": 5,
+        "steps_per_epoch": 78,
+        "machine": "x86_64 AMD EPYC, 2 cores, torch 2.13.0+cpu, 2 threads, bf16 hardware: True",
+        "load_average": 2.39306640625,
+        "stopped_at": None,
+        "unplanned": False,
+        "first_epoch_extra": 0.0,
+        "probe_batches": 16,
+    },
+}
+_ADAM = dict(beta1=0.9, beta2=0.98, adam_eps=1e-09, eps_ls=0.1, precision="auto", seed=0)
+TRAINED_WITH = {
+    "multi30k-full": dict(
+        max_steps=3040,
+        warmup=500,
+        lr_factor=0.358,
+        cooldown=1520,
+        accumulate=1,
+        checkpoint_every=76,
+        p_drop_final=0.3,
+        **_ADAM,
+    ),
+    "wmt-sample": dict(
+        max_steps=1017,
+        warmup=300,
+        lr_factor=0.7,
+        cooldown=0,
+        accumulate=2,
+        checkpoint_every=78,
+        p_drop_final=None,
+        **_ADAM,
+    ),
+}
+SAID = {  # what the code before `Schedule` printed on loading each run
+    "multi30k-full": (
+        "plan kept from this run's start (60 minutes): 3,040 steps, planned then as\nplan: 60 "
+        "training minutes at 98 steps a minute here (measured over 16 steps, on batches trained "
+        "once before): the recipe's 3,040 steps (20 epochs) take about 31 of them, so the run is "
+        "the recipe, unchanged.\n"
+    ),
+    "wmt-sample": (
+        "plan kept from this run's start (20 minutes): 1,017 steps, planned then as\nplan: 20 "
+        "training minutes at 58 steps a minute here (measured over 16 steps, on batches trained "
+        "once before): 1,017 of the recipe's 100,000 steps (13.0 epochs), the whole schedule "
+        "compressed into them: 300 warmup steps, no cooldown (the recipe has none), the last 5 "
+        "snapshots averaged. The run trains less than its recipe, so expect lower scores than "
+        "the whole recipe would give; on a machine of another speed the same budget holds another "
+        "number of steps, and gives other scores. With more time (--minutes, or max_minutes=None "
+        "for no budget) the recipe runs unchanged. The machine was busy while it measured (load "
+        "average 2.4), so the plan may be shorter than this machine allows when idle.\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAVED_PLANS))
+def test_a_saved_runs_plan_gives_the_schedule_it_was_trained_with(
+    name, tmp_path, monkeypatch, capsys
+):
+    """A run folder written before the plan gave a schedule (instead of rewriting the
+    configuration) resumes on the same schedule, and its plan is said in the same words."""
+    from annotated.ch07_multi30k import profile_config
+    from annotated.ch08_wmt import wmt_profile
+
+    if name == "multi30k-full":
+        config = profile_config("full")[1]
+    else:
+        sample = wmt_profile("sample")[1]
+        config = dataclasses.replace(sample, accumulate=sample.accumulation(1))
+    (tmp_path / "plan.json").write_text(json.dumps(SAVED_PLANS[name]))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the machine the runs were planned on
+    saved = SAVED_PLANS[name]
+    batches = SimpleNamespace(steps_per_epoch=saved["steps_per_epoch"])  # all a kept plan reads
+    schedule, plan = plan_run(config, tmp_path, None, batches, None, progress=True)
+    assert plan == TimeBudget(**saved)
+    assert capsys.readouterr().out == SAID[name]
+    # chapter 3's configuration, as the checkpoint holds it (a resumed run is refused otherwise)
+    assert dataclasses.asdict(schedule.train_config(config)) == TRAINED_WITH[name]
+    assert schedule.average_last == 5 and schedule.limit_seconds == saved["budget_minutes"] * 72
