@@ -360,7 +360,8 @@ CPU_MEANT = {
     "figures/ch06_decoding.py:penalty_chart": "a figure",
     # The browser's model (annotated/export/browser_model.py) is exported on the CPU, for JavaScript.
     "export/browser_model.py:pack_bits": "export for the browser",
-    "export/browser_model.py:unpack_bits": "export for the browser",
+    # The shipped model's weights are read on the CPU; `load_state_dict` copies them where the model is.
+    "training/shipped.py:unpack_bits": "reading the shipped weights",
     "export/browser_model.py:quantize_compensated": "export for the browser",
     "export/browser_model.py:calibration_pairs": "export for the browser",
     "export/browser_model.py:_logits": "export for the browser",
