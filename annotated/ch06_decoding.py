@@ -828,16 +828,23 @@ def evaluate_split(
 # `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained.
 # `default_checkpoint` finds it as `python -m annotated.translate` does: the run of the longest
 # profile in your runs folder (long, then full, class, smoke). `train_multi30k` loads a finished
-# run without training it again, and would resume an unfinished one:
+# run without training it again, and would resume an unfinished one. Without a run of your own,
+# take the model chapter 7 trained for the book, which ships with it (`load_shipped_run`, chapter
+# 7's `shipped` profile):
 #
 # ```python
-# from annotated.ch07_multi30k import profile_config, train_multi30k
+# from annotated.ch07_multi30k import SHIPPED, profile_config, train_multi30k
+# from annotated.training.config import RUNS_DIR
+# from annotated.training.shipped import load_shipped_run
 # from annotated.translate import default_checkpoint
 # checkpoint = default_checkpoint()  # runs/multi30k-<profile>/averaged.pt (or checkpoint.pt)
-# assert checkpoint.exists(), f"no {checkpoint}: run chapter 7 first"
-# folder = checkpoint.parent
-# profile, config = profile_config(folder.name.removeprefix("multi30k-"))
-# run = train_multi30k(config, folder)
+# if checkpoint.exists():
+#     folder = checkpoint.parent
+#     profile, config = profile_config(folder.name.removeprefix("multi30k-"))
+#     run = train_multi30k(config, folder)
+# else:  # the book's own model: nothing to train
+#     profile, config = profile_config(SHIPPED)
+#     run = load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
 # ```
 #
 # With that `run`, score the validation set greedily with `evaluate_split(run.translator,

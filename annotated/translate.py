@@ -191,7 +191,7 @@ def choose_model(checkpoint: Path | None, warn: Callable[[str], None]):
     """(the translator, where it came from), having said in one line which model it is wherever
     that is not the obvious one; (None, ...) when no model can be loaded (the reason warned)."""
     from annotated.training.finish import load_translator
-    from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_run
+    from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_identity
 
     if checkpoint is None:
         checkpoint = default_checkpoint()
@@ -199,7 +199,7 @@ def choose_model(checkpoint: Path | None, warn: Callable[[str], None]):
             checkpoint = Path(SHIPPED)
             warn(
                 f"no trained Multi30k model in {default_checkpoint().parent.parent}: using the "
-                f"book's shipped model (chapter 7's {shipped_run()['folder']} run); train your own "
+                f"book's shipped model (chapter 7's {shipped_identity()['folder']} run); train your own "
                 "with `python -m annotated.train multi30k`"
             )
         elif checkpoint.parent.name not in FULL_RUNS:

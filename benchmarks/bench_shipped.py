@@ -29,7 +29,7 @@ from annotated.base.threads import use_fair_threads  # noqa: E402
 from annotated.ch05_text import load_multi30k  # noqa: E402
 from annotated.ch06_decoding import Translator, evaluate_split  # noqa: E402
 from annotated.training.finish import load_translator  # noqa: E402
-from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_run  # noqa: E402
+from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_identity  # noqa: E402
 
 SPLIT = "test_2016_flickr"
 
@@ -64,7 +64,7 @@ def main() -> None:
     record = {
         "benchmark": "the shipped model: test2016 BLEU and size of chapter 7's averaged model",
         "machine": describe(),
-        "run": shipped_run()["folder"],
+        "run": shipped_identity()["folder"],
         "split": SPLIT,
         "sentences": len(corpus.raw[SPLIT]),
         "decoding": {"beam": beam, "alpha": alpha, "<unk> copied": True},

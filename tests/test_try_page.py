@@ -169,7 +169,7 @@ def test_the_exported_model_scores_what_chapter_7s_notebook_prints(manifest):
         line += rf"\s+{score['<unk> copied']}\s+{score['BLEU']:.2f}\s"
         assert re.search(line, printed), (
             f"chapter 7's notebook does not print {score} for test2016: chapter 7 was retrained "
-            "since the page's model was exported. Run `make try-model` and commit site/try/."
+            "since the page's model was exported. Run `make try-model` and commit annotated/model/ and site/try/."
         )
 
 

@@ -9,6 +9,7 @@ forward pass of its own in JavaScript; the package loads the same files into PyT
 trained run is at hand. This module writes:
 
     annotated/model/model.bin   every weight matrix, quantized (below); biases and norms in float32
+    annotated/model/history.csv, evals.csv  the run's training curve and evaluations, as it wrote them
     annotated/model/model.json  the manifest: where each tensor lies in model.bin and how it is
                           stored, the model's settings, both vocabularies, spaCy's German tokenizer
                           rules, the decoding settings, the run it came from (its file's SHA-256
@@ -57,7 +58,7 @@ from annotated.ch03_training import inference
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
 from annotated.export.spacy_rules import tokenizer_rules
 from annotated.training.finish import load_translator
-from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, dequantize
+from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, SHIPPED_HISTORY, dequantize
 
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
 BUDGET = 9_640_000  # bytes for the quantized matrices: the page's files stay under 10 MB in all
@@ -325,6 +326,9 @@ def export(
                 content, handle, ensure_ascii=False, indent=0 if path is not reference_file else 1
             )
             handle.write("\n")
+    for name in SHIPPED_HISTORY:  # the run's training curve and evaluations, as it wrote them
+        with atomic_write(out / name, "wb") as handle:
+            handle.write((run / name).read_bytes())
     log(f"wrote {out}: model.bin {len(blob):,} bytes; bits per matrix {sorted(set(bits.values()))}")
     return manifest
 

@@ -47,6 +47,7 @@ class Run:
     schedule: Schedule  # what it trained with: its recipe's, or its time budget's
     averaged: Translator | None = None  # the average of the last snapshots, when there are any
     budget: TimeBudget | None = None  # how a time budget shaped the run (None: it had none)
+    shipped: bool = False  # the book's shipped model (annotated/model/), not a run trained here
 
 
 def finish_run(
@@ -266,6 +267,8 @@ def _scored_setups(run: Run, copy_unknowns: bool) -> list[tuple]:
     copy_unknowns = copy_unknowns and run.corpus.tgt_vocab.can_copy_unknowns
     final = run.averaged or run.translator
     weights = f"average of last {run.schedule.average_last}" if run.averaged else "last"
+    if run.shipped:
+        weights = f"shipped ({weights}, quantized)"
     beam = run.config.decoding.beam
     setups = [
         ("last", run.translator, "greedy", 1, False),
@@ -275,6 +278,6 @@ def _scored_setups(run: Run, copy_unknowns: bool) -> list[tuple]:
     ]
     if not copy_unknowns:
         setups = [setups[0], setups[1], (*setups[3][:4], False)]
-    if run.averaged is None:
-        setups.pop(1)
+    if run.averaged is None or run.shipped:  # one model: its last weights, or the shipped ones
+        setups.pop(0 if run.shipped else 1)
     return setups

@@ -5,11 +5,11 @@ The repository and the wheel carry one copy of chapter 7's averaged model, in `a
 along a row, times a power of two the matrix shares; biases and norms in float32), and
 `model.json`, the manifest (where each tensor lies in model.bin and how it is stored, the model's
 settings, both vocabularies, the decoding settings, and the run it came from: its folder, the
-SHA-256 of its averaged weights and its scores). `annotated/export/browser_model.py` writes both
+SHA-256 of its averaged weights and its scores); and the run's `history.csv` and `evals.csv`. `annotated/export/browser_model.py` writes both
 (`make try-model`), and the site's "Try the model" page computes with the same files.
 
-`load_shipped` is what a reader without a trained run gets: `python -m annotated.translate` and
-chapter 7's `shipped` profile use it. Reading a file never runs code from it: the manifest is
+`load_shipped` is what a reader without a trained run gets: `python -m annotated.translate` uses
+it, and chapter 7's `shipped` profile the whole run (`load_shipped_run`). Reading a file never runs code from it: the manifest is
 JSON, the weights raw numbers, and model.bin must have the digest model.json gives.
 """
 
@@ -24,13 +24,17 @@ import torch
 from torch import Tensor
 
 from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch05_text import Vocab
+from annotated.ch05_text import BatchPlan, Vocab, load_multi30k, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
+from annotated.training.config import RunConfig
+from annotated.training.finish import Run
+from annotated.training.loop import EVAL_COLUMNS, HISTORY_COLUMNS, read_csv
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "model"
 FORMAT = 1  # the manifest's format; the page and this reader refuse another
 GROUP = 64  # quantized weights that share one scale, along a row
 LANGUAGES = {"src": "de", "tgt": "en"}
+SHIPPED_HISTORY = ("history.csv", "evals.csv")  # copied from the run folder by the export
 
 
 def unpack_bits(data: bytes, bits: int, count: int) -> Tensor:
@@ -109,7 +113,35 @@ def load_shipped(folder: Path = SHIPPED_DIR) -> Translator:
     return Translator(model, *vocabs, settings)
 
 
-def shipped_run(folder: Path = SHIPPED_DIR) -> dict:
+def shipped_identity(folder: Path = SHIPPED_DIR) -> dict:
     """Which run the shipped model is: its folder's name, its averaged weights' SHA-256, and the
     scores the run's own float32 weights got (`final_scores`)."""
     return read_manifest(folder)["run"]
+
+
+def load_shipped_run(config: RunConfig, folder: Path) -> Run:
+    """Chapter 7's run as the book ships it, for a reader who does not train (chapter 7's `shipped`
+    profile): the shipped model with the recipe it was trained by (`config`), its history and
+    evaluations, and the Multi30k corpus encoded with its vocabularies, which are written into
+    `folder` (the only thing written: scores computed later are kept there too)."""
+    translator = load_shipped()
+    folder.mkdir(parents=True, exist_ok=True)
+    for vocab in (translator.src_vocab, translator.tgt_vocab):
+        language = vocab.settings["language"]
+        path = folder / f"vocab.{language}.json"
+        if not path.exists():
+            Vocab(vocab.tokens, vocab_settings(language, config.min_freq)).save(path)
+    corpus = load_multi30k(config.vocab_size, config.min_freq, folder)
+    pairs = corpus.ids["train"][: config.train_pairs]
+    batches = BatchPlan.build(pairs, config.max_tokens, config.accumulate, 1, config.seed)
+    return Run(
+        config,
+        folder,
+        translator,
+        corpus,
+        read_csv(SHIPPED_DIR / "history.csv", HISTORY_COLUMNS),
+        read_csv(SHIPPED_DIR / "evals.csv", EVAL_COLUMNS),
+        config.schedule(batches.steps_per_epoch),
+        averaged=translator,
+        shipped=True,
+    )

@@ -1,0 +1,84 @@
+"""The model the book ships (annotated/model/): it is chapter 7's run, chapter 7 shows its scores as
+the benchmark recorded them, and its `shipped` profile loads it instead of training."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from annotated.base.files import runs_dir
+from annotated.ch07_multi30k import PROFILES, SHIPPED, profile_config
+from annotated.training.shipped import SHIPPED_DIR, SHIPPED_HISTORY, shipped_identity
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = runs_dir() / "multi30k-full"
+RECORD = json.loads((ROOT / "benchmarks" / "results" / "shipped.json").read_text("utf-8"))
+
+
+def _shipped_scores_printed() -> str:
+    notebook = json.loads((ROOT / "notebooks" / "ch07_multi30k.ipynb").read_text("utf-8"))
+    for cell in notebook["cells"]:
+        if "shipped_scores = final_scores(shipped)" in "".join(cell["source"]):
+            return "".join(
+                "".join(output.get("data", {}).get("text/plain", output.get("text", "")))
+                for output in cell.get("outputs", [])
+            )
+    raise AssertionError("chapter 7's notebook has no cell scoring the shipped model")
+
+
+def test_chapter_7_prints_the_shipped_models_scores_as_the_benchmark_recorded_them():
+    printed = _shipped_scores_printed()
+    shipped = RECORD["forms"]["quantized (shipped)"]
+    for decoding in ("greedy", "beam 4"):
+        line = rf"test_2016_flickr\s+shipped \(average of last 5, quantized\)\s+{decoding}\s+yes"
+        found = re.search(line + r"\s+([\d.]+)\s", printed)
+        assert found, f"no test2016 {decoding} row for the shipped model in:\n{printed}"
+        assert float(found.group(1)) == shipped[decoding]["BLEU"], (
+            "chapter 7's saved output and benchmarks/results/shipped.json disagree: re-run "
+            "`make bench-shipped` and re-execute chapter 7 on one machine"
+        )
+    assert RECORD["sentences"] == 1000  # the whole test set, not a sample
+
+
+def test_the_shipped_model_is_the_one_chapter_7_reports():
+    assert shipped_identity()["folder"] == "multi30k-full"
+    assert RECORD["run"] == "multi30k-full"
+
+
+@pytest.mark.skipif(not (RUN / "averaged.pt").exists(), reason=f"no trained run in {RUN}")
+def test_the_shipped_history_is_the_runs():
+    for name in SHIPPED_HISTORY:
+        assert (SHIPPED_DIR / name).read_bytes() == (RUN / name).read_bytes(), (
+            f"annotated/model/{name} is not {RUN / name}: run `make try-model` after retraining"
+        )
+
+
+def test_the_shipped_profile_is_the_recipe_the_model_was_trained_by(monkeypatch):
+    assert profile_config(SHIPPED) == (SHIPPED, PROFILES["full"])
+    monkeypatch.setenv("ANNOTATED_PROFILE", SHIPPED)
+    assert profile_config()[0] == SHIPPED
+    monkeypatch.setenv("ANNOTATED_PROFILE", "shiped")
+    with pytest.raises(ValueError, match="choose one of"):
+        profile_config()
+
+
+@pytest.mark.slow
+@pytest.mark.multi30k
+def test_the_shipped_run_scores_as_one_model_named_for_what_it_is(tmp_path):
+    from annotated.training.finish import _scored_setups
+    from annotated.training.shipped import load_shipped_run
+
+    run = load_shipped_run(PROFILES["full"], tmp_path / "multi30k-shipped")
+    assert run.shipped and run.averaged is run.translator
+    assert int(run.history.step.max()) == run.schedule.steps == 3040
+    assert sorted(p.name for p in run.folder.iterdir()) == ["vocab.de.json", "vocab.en.json"]
+    assert len(run.corpus.src_vocab) == run.translator.model.config.src_vocab
+    names = [
+        (weights, decoding, copied) for weights, _, decoding, _, copied in _scored_setups(run, True)
+    ]
+    assert names == [
+        ("shipped (average of last 5, quantized)", "greedy", False),
+        ("shipped (average of last 5, quantized)", "greedy", True),
+        ("shipped (average of last 5, quantized)", "beam 4", True),
+    ]
