@@ -337,8 +337,10 @@ def test_notebooks_carry_no_volatile_metadata():
     for source in CHAPTERS:
         saved = nbformat.read(book.notebook_for(source), as_version=4)
         assert set(saved.metadata) <= {"kernelspec", "language_info", "annotated"}
-        # Only the site's tags survive (hide-input folds an exercise's solution).
-        assert all(set(c.metadata) <= {"tags"} for c in saved.cells)
+        # Only the site's tags survive (hide-input folds an exercise's solution), and the
+        # slideshow marks the slide decks read.
+        assert all(set(c.metadata) <= {"tags", "slideshow"} for c in saved.cells)
+        assert all(set(c.metadata.get("slideshow", {})) <= {"slide_type"} for c in saved.cells)
         assert {t for c in saved.cells for t in c.metadata.get("tags", [])} <= {"hide-input"}
 
 
