@@ -1,6 +1,8 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 0 — Preface
 #
+# *Paper: sections 1 and 2 (why the paper mattered), section 4 and Table 1 (why self-attention).*
+#
 # This book rebuilds the Transformer of Vaswani et al., *Attention Is All You Need* (NeurIPS 2017,
 # arXiv 1706.03762), from its first equation to a model that translates German into English, and
 # trains it for real. Each chapter puts the paper's ideas in plain words next to the code that

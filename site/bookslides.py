@@ -298,6 +298,8 @@ def chapter_slides(notebook: Path) -> list[Slide]:
             title = headings[0] if markdown and headings else heading
             if markdown and headings:
                 shown = shown[1:]  # the first heading is the title
+            if not slides:  # the title slide: the chapter's title, its paper line, its plan
+                shown = [part for part in shown if not part.startswith("<h")]
             slides.append(Slide(title=title, below=mark == "subslide"))
         heading = headings[-1] if headings else heading
         if not slides or mark == "skip" or (mark is None and not markdown):

@@ -94,8 +94,9 @@ window.annotatedDeck = {
     if (!rest.length) return;
     var next = document.createElement("section");
     next.className = "content-slide continued";
-    var title = slide.querySelector("h1, h2").cloneNode(true);
-    next.appendChild(document.createElement("h2")).innerHTML = title.innerHTML + " (continued)";
+    var title = slide.dataset.title || slide.querySelector("h1, h2").innerHTML;
+    next.dataset.title = title;
+    next.appendChild(document.createElement("h2")).innerHTML = title + " (continued)";
     rest.forEach(function (block) { next.appendChild(block); });
     slide.after(next);
     annotatedDeck.paginate(next);
