@@ -943,7 +943,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # )
 # architecture(make_model(pre_norm))
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown]
 #
 # **What we have:** `ModelConfig`, `LayerNorm` from its formula, every box of Figure 1, and
 # `make_model`, with its parameter counts set beside Table 3's. The model's layers are checked

@@ -555,7 +555,7 @@ def set_dropout(model: nn.Module, p: float) -> None:
 # {step: round(dropout_rate(step, 0.1, ramp), 3) for step in (1, 760, 1520, 2280, 3040)}
 
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown]
 # **Cheaper random numbers for dropout.** Profiled once on a 2-core Xeon with AMX under bfloat16
 # mixed precision (section 5 below explains it; run it yourself with `torch.profiler.profile`),
 # chapter 7's training step with `nn.Dropout` spent a large share of its time drawing the random
@@ -612,7 +612,7 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
 #     print(f"p = {p}: kept {share:.2f} of the elements, each scaled to {kept.max():.3f}")
 
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown]
 # ## 5. The training loop
 #
 # One function, `train`, runs every training in this book, from the copy task to WMT, with
@@ -898,7 +898,7 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 #     for s, lr in zip(toy_history.step, toy_history.lr, strict=True)
 # ))
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown]
 # **What we have:** `Batch`, `rate` and `make_optimizer`, `label_smoothing_loss`, `train_step`,
 # and `train` around it with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
 # its input, and decodes its first outputs.

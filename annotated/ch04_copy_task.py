@@ -389,7 +389,7 @@ def train_copy_model(
 # # (trained weights: they depend on the hardware's arithmetic)
 # attention_chart(source_attention(model, COPY_SETUP["task"], held_out[0]))
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown]
 # **What we have:** a trained Transformer, `greedy_decode`, and a check that the whole
 # pipeline — masks, shifting, loss, schedule, decoding — works end to end. **Next**, real
 # sentences: chapter 5 turns German and English text into batches, chapter 6 decodes faster and
