@@ -10,6 +10,8 @@ PY     := $(VENV)/bin/python
 # (cu128 instead of cpu for CUDA 12.8), or install torch into .venv yourself and pass TORCH= (empty).
 TORCH  ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
+# reveal.js, installed by npm from its lock file, for the slide decks (`make slides`, and the site).
+REVEALJS := tools/revealjs
 # The exact versions every package is installed at (the ones the notebooks were executed with).
 # pyproject.toml keeps the loose ranges; `make lock` refreshes this file from them.
 LOCK   := constraints.txt
@@ -18,7 +20,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lock book site pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
+.PHONY: help setup lock book site slides pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
 
 help:  ## list the targets
@@ -46,20 +48,30 @@ lock:  ## refresh constraints.txt to the newest versions pyproject.toml allows, 
 	$(MAKE) setup
 	$(PY) tools/book.py execute --all
 
-book: $(STAMP)  ## set up, re-execute the notebooks whose chapter changed, build the site
+book: $(STAMP) $(REVEALJS)/node_modules/.installed  ## set up, re-execute the notebooks whose chapter changed, build the site
 	$(PY) tools/book.py execute
 	$(PY) site/booksite.py
 
-site: $(STAMP)  ## build the HTML site in _build/html from the saved notebooks (executes nothing)
+site: $(STAMP) $(REVEALJS)/node_modules/.installed  ## build the HTML site in _build/html from the saved notebooks (executes nothing)
 	$(PY) site/booksite.py
 
+# reveal.js for the slide decks: `npm ci` installs exactly the package of
+# tools/revealjs/package-lock.json, checked against the sha512 written there, and runs no install
+# script (Node.js and npm needed once; the decks and the site then need no network).
+$(REVEALJS)/node_modules/.installed: $(REVEALJS)/package-lock.json
+	npm ci --prefix $(REVEALJS) --ignore-scripts --no-audit --no-fund
+	touch $@
+
+slides: $(STAMP) $(REVEALJS)/node_modules/.installed  ## a reveal.js deck per chapter, from its marked cells, in _build/slides/ (opens from disk, offline)
+	$(PY) site/bookslides.py
+
 # Chromium prints the site as one page (site/bookpdf.py); it needs `make browser` once.
-pdf: $(STAMP)  ## the whole book as one PDF in _build/pdf/ (headless Chromium prints it; the site then links it)
+pdf: $(STAMP) $(REVEALJS)/node_modules/.installed  ## the whole book as one PDF in _build/pdf/ (headless Chromium prints it; the site then links it)
 	$(PY) site/bookpdf.py
 
 # The layout test, run with its pictures: every page at 1280 px (whole) and at a phone's width,
 # in light and dark mode. make test runs the same checks without writing them.
-screenshots: $(STAMP) browser  ## pictures of every page, desktop and phone, light and dark, in _build/screenshots/ (runs the layout test)
+screenshots: $(STAMP) browser $(REVEALJS)/node_modules/.installed  ## pictures of every page, desktop and phone, light and dark, in _build/screenshots/ (runs the layout test)
 	ANNOTATED_SCREENSHOTS=1 $(PY) -m pytest tests/test_site_layout.py -q
 
 serve: site  ## serve _build/html on http://127.0.0.1:8000 for a look in a browser
@@ -130,7 +142,7 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
 READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py \
                 tests/test_try_model_config.py tests/test_pdf.py \
-                tests/test_package.py
+                tests/test_slides.py tests/test_package.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
 ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
@@ -141,7 +153,7 @@ test: $(STAMP) browser sandbox  ## every check, in two lanes at once: the unit t
 test-python: $(STAMP)  ## one lane of make test: the unit and student tests, then nbval on the chapters that train on data (5, 7 to 9)
 	$(PY) -m pytest tests $(addprefix --ignore ,$(READER_TESTS)) $(DATA_CHAPTERS) $(NBVAL) $(SLOWEST)
 
-test-reader: $(STAMP) browser  ## the other lane: the site and the PDF in headless Chromium, the package as a reader installs it, then make nbval-kernels
+test-reader: $(STAMP) browser $(REVEALJS)/node_modules/.installed  ## the other lane: the site and the PDF in headless Chromium, the package as a reader installs it, then make nbval-kernels
 	$(PY) -m pytest $(READER_TESTS) $(SLOWEST) -p no:cacheprovider
 	$(MAKE) --no-print-directory nbval-kernels
 

@@ -1,5 +1,7 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 0 — Preface
+#
+# *Paper: sections 1 and 2 (why the paper mattered), section 4 and Table 1 (why self-attention).*
 #
 # This book rebuilds the Transformer of Vaswani et al., *Attention Is All You Need* (NeurIPS 2017,
 # arXiv 1706.03762), from its first equation to a model that translates German into English, and
@@ -90,7 +92,7 @@ from annotated.ch01_attention import attention
 #
 # use_book_charts()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Why the paper mattered (sections 1 and 2)
 #
 # In 2017 the best translation systems were *recurrent*: an RNN (usually an LSTM) reads a
@@ -135,7 +137,7 @@ TABLE_1 = pd.DataFrame(
     columns=["layer type", "complexity per layer", "sequential operations", "maximum path length"],
 )
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # TABLE_1
 
 # %% [markdown]
@@ -209,14 +211,14 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch00_preface import operations_chart  # its drawing code
 #
 # D = 512
 # operations = count_operations([8, 32, 128, 512, 2048], d=D)
 # operations_chart(operations, D)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # operations.pivot(index="n", columns="layer", values=["FLOPs", "matrix products in sequence"])
 
 # %% [markdown]
@@ -241,7 +243,7 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
 # **Where the book goes next.** Chapter 1 builds attention, the operation measured here, from
 # scratch, and explains the $\sqrt{d_k}$ in its formula.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # Every chapter ends like this. "Predict" questions hide their answer until you open it; "modify"

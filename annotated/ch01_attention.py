@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 1 — Attention
 #
 # *Paper: section 3.2 (3.2.1 scaled dot-product attention, 3.2.2 multi-head attention,
@@ -84,7 +84,7 @@ from torch.nn import functional as F
 # use_book_charts()  # offline, byte-stable charts (see annotated/figures/__init__.py)
 # _ = torch.manual_seed(0)  # every random draw below is repeatable
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Scaled dot-product attention (section 3.2.1)
 #
 # Stack the queries as the rows of a matrix $Q$ (one row per position that asks), the keys as
@@ -164,14 +164,14 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
         )
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### A case small enough to check by hand
 #
 # Three keys along the axes of a 2-d plane, values that are easy to recognise, and one query that
 # points mostly along the first key. With $d_k = 2$ the scores are the dot products divided by
 # $\sqrt 2$; the weights are their softmax; the output is the weighted average of the values.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # float64 here and in every table below: the printed digits are then the same on any machine.
 # keys = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
 # values = torch.tensor([[10.0, 0.0], [0.0, 10.0], [-10.0, -10.0]], dtype=torch.float64)
@@ -189,10 +189,10 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 #     }
 # )
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # print("output =", output[0].numpy().round(4), "  (mostly the first value, a little of the second)")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Drawn as a flow
 #
 # The same equation as a picture, in the spirit of the paper's Figure 2 (left). The book draws it
@@ -200,7 +200,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # arrow with the shape that really flows along it. Here a batch of 2 sentences, 5 queries and 7
 # keys of width 64, with a mask.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # from annotated.figures.ch01_attention import attention_flow
 #
 # attention_flow(
@@ -208,7 +208,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 #     mask=torch.ones(2, 1, 7, dtype=torch.bool),
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### One sentence, step by step
 #
 # Numbers make it concrete. Take the six words *a dog chases the red ball* and give each one a
@@ -250,7 +250,7 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # 0.05 for each of the other three. Nothing gets a weight of exactly zero: the softmax never
 # rules a key out, it only makes it small.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # steps = one_query_steps(words, Q, K, V, WALK_WORDS.index("chases"))
 # one_query_chart(steps, "chases")
 
@@ -258,7 +258,7 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # The output is the weighted sum of the values: each value scaled by its weight, then added up.
 # The table has one column per value number; the output of *chases* is each column's total.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # print(steps.to_string(index=False))
 # print("output for 'chases' (the column totals):", steps.iloc[:, 4:].sum().round(2).tolist())
 
@@ -273,11 +273,11 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # $QK^\top/\sqrt{d_k}$ (one row per query), its softmax row by row, and the product with $V$.
 # Row 3 of each matrix is the walk above.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # all_queries_chart(words, Q, K, V)
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Why divide by $\sqrt{d_k}$?
 #
 # Footnote 4 of the paper gives the reason in one line of statistics. If the components of $q$
@@ -315,7 +315,7 @@ def dot_product_spread(d_ks: list[int], samples: int = 20_000, seed: int = 0) ->
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # dot_product_spread([4, 16, 64, 256, 1024])
 
 # %% [markdown]
@@ -356,7 +356,7 @@ def softmax_saturation(
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # saturation = softmax_saturation([1, 4, 16, 64, 256, 1024])
 # saturation_chart(saturation)
 
@@ -379,7 +379,7 @@ def softmax_saturation(
 # %% tags=["active-ipynb"]
 # saturation[saturation.d_k == 64].round(3)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Masks: what a position may not look at
 #
 # Two kinds of position must be hidden from attention.
@@ -431,12 +431,12 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 # And attention with that mask: whatever the scores, the weights above the diagonal and in the
 # pad columns are exactly zero, and each row still sums to 1 over the keys it may see.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # x = torch.randn(1, 6, 4, dtype=torch.float64)
 # _, weights = attention(x, x, x, mask=future & pads)
 # pd.DataFrame(weights[0].numpy().round(3), index=words, columns=words)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Multi-head attention (section 3.2.2)
 #
 # One attention over the full $d_\text{model} = 512$-wide vectors gives each query one
@@ -600,7 +600,7 @@ class MultiHeadAttention(nn.Module):
 # Shapes are where multi-head attention code usually goes wrong, so let us follow one batch
 # through the paper's configuration: two sentences, 10 queries, 7 keys.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # mha = MultiHeadAttention(d_model=512, h=8)
 # mha.keep_weights = True
 # decoder_states, encoder_states = torch.randn(2, 10, 512), torch.randn(2, 7, 512)
@@ -614,7 +614,7 @@ class MultiHeadAttention(nn.Module):
 # Drawn from this module: `multi_head_flow` reads the sizes from its linear maps, so a module with
 # other sizes gives another drawing.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch01_attention import multi_head_flow
 #
 # multi_head_flow(mha, length=10)
@@ -652,7 +652,7 @@ def walk_heads() -> list[tuple[str, Tensor]]:
     return [("head 1: the walk's (by meaning)", first), ("head 2: the word before", second)]
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # heads_chart(WALK_WORDS, walk_heads())
 
 # %% [markdown]
@@ -703,7 +703,7 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # as ours, True = may attend, but `nn.MultiheadAttention`'s masks mean the opposite.) The test
 # suite, `tests/test_ch01_attention.py`, checks many more cases; here is one of each.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # import torch.nn.functional as F
 #
 # q, k, v = torch.randn(2, 8, 5, 64), torch.randn(2, 8, 7, 64), torch.randn(2, 8, 7, 64)
@@ -748,7 +748,7 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # layer normalization, embeddings and positional encodings — and assembles the full
 # encoder-decoder.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **1.1 Predict.** Every key is the same vector, and the values are the rows of a 4 × 2 matrix

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 2 — The model
 #
 # *Paper: sections 3.1 (encoder and decoder stacks), 3.3 (position-wise feed-forward networks),
@@ -75,7 +75,7 @@ from annotated.ch01_attention import KeyValues, MultiHeadAttention
 # use_book_charts()  # offline, byte-stable charts (see annotated/figures/__init__.py)
 # _ = torch.manual_seed(0)  # every random draw below is repeatable
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. One configuration object
 #
 # Every size in the model comes from one frozen dataclass whose defaults are the sizes of the
@@ -140,7 +140,7 @@ class ModelConfig:
         return cls(src_vocab, tgt_vocab, **sizes)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # ModelConfig(src_vocab=37000, tgt_vocab=37000)
 
 # %% [markdown]
@@ -160,7 +160,7 @@ class ModelConfig:
 # architecture(paper)
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Sub-layers, residual connections and layer normalization (section 3.1)
 #
 # Each encoder layer has two *sub-layers*: multi-head self-attention, then a feed-forward
@@ -221,7 +221,7 @@ class LayerNorm(nn.Module):
 # PyTorch's `nn.LayerNorm` shares no code with ours. In float64, with the same random gain and
 # shift in both (they load into each other, since the names match), the two agree to rounding:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # generator = torch.Generator().manual_seed(0)  # leaves the later cells' random draws alone
 # ours, theirs = LayerNorm(512).double(), nn.LayerNorm(512).double()
 # with torch.no_grad():
@@ -277,7 +277,7 @@ class SublayerConnection(nn.Module):
 # architecture(paper, built=["attention", "residual"], highlight=["residual"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. The position-wise feed-forward network (section 3.3)
 #
 # After attention has mixed information *between* positions, each position is processed on its
@@ -312,7 +312,7 @@ class PositionwiseFeedForward(nn.Module):
 # architecture(paper, built=["attention", "residual", "feed_forward"], highlight=["feed_forward"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Encoder and decoder layers, and their stacks (section 3.1)
 #
 # With the wrapper and the two kinds of sub-layer in hand, a layer is a few lines. The lambdas
@@ -428,7 +428,7 @@ class Decoder(nn.Module):
 # architecture(paper, built=["attention", "residual", "feed_forward", "stacks"], highlight=["stacks"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Embeddings and the output layer (section 3.4)
 #
 # Tokens enter as integer ids. A learned embedding table turns each id into a
@@ -484,7 +484,7 @@ class Embeddings(nn.Module):
 # )
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Positional encoding (section 3.5)
 #
 # Attention itself is blind to order: shuffle the keys and values together and every query gets
@@ -579,7 +579,7 @@ class LearnedPositions(nn.Module):
 # `make_model` initializes it, against the encoding of its position? (Root mean square of the
 # entries, over the whole table and the first 512 positions.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # rms = lambda x: float(x.pow(2).mean().sqrt())  # noqa: E731
 # lut = nn.init.xavier_uniform_(torch.empty(37000, 512), generator=torch.Generator().manual_seed(0))
 # word, scaled = rms(lut), rms(lut) * Embeddings(1, 512).scale  # as make_model initializes it
@@ -587,7 +587,7 @@ class LearnedPositions(nn.Module):
 # print(f"a word's vector: RMS {word:.4f}, times sqrt(512): {scaled:.2f}")
 # print(f"a position's encoding: RMS {position:.2f}, {position / scaled:.0f} times the scaled word")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Checking the claim that $PE_{pos+k}$ is a linear function of $PE_{pos}$
 #
 # The paper chose sinusoids because, it says, they should make it easy to attend by *relative*
@@ -650,7 +650,7 @@ def _below(error: float, bound: float) -> str:
     return f"below {bound:.0e}" if error < bound else f"{error:.1e} (too large!)"
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # linear_offset_check([1, 5, 20, 100])
 
 # %% [markdown]
@@ -695,7 +695,7 @@ def position_similarity(
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # similarity = position_similarity([50, 600, 5_000, 50_000])
 # spread = similarity.groupby("offset k")["similarity"].agg(lambda s: s.max() - s.min()).max()
 # assert spread < 1e-9, spread
@@ -721,7 +721,7 @@ def position_similarity(
 # %% tags=["active-ipynb"]
 # architecture(paper, highlight=["positions"])
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The full model
 #
 # Now the assembly, following Figure 1 from bottom to top: embed and position-encode the source,
@@ -846,7 +846,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # table3_parameter_counts()
 
 # %% [markdown]
@@ -873,7 +873,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # Chapter 3 builds what it takes to train such a model, and chapter 4 trains a first one on a
 # real task.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.ch01_attention import padding_mask, subsequent_mask
 #
 # PAD = 0
@@ -894,7 +894,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # positions untouched, because the subsequent mask hides the future. (The tests check the same
 # for the encoder's padding: the values at pad positions never matter.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # changed = tgt.clone()
 # changed[0, 3] = 10  # change the last target token of sentence 0
 # with torch.no_grad():
@@ -911,11 +911,11 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # random initializations, and switch dropout off. The measurement, `gradient_norms_by_layer`,
 # sits with its chart in `annotated/figures/ch02_model.py`.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # norms = gradient_norms_by_layer(N=12)
 # gradient_chart(norms)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # three significant digits: what the comparison needs, and the same on every machine
 # rounded(norms.pivot(index="layer", columns="arrangement", values="gradient norm")).astype(int)
 
@@ -951,7 +951,7 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # `tests/test_ch02_model.py`. **Next**, chapter 3 builds what teaching it takes: batches and
 # masks, the optimizer and its schedule, and label smoothing; chapter 4 trains it.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **2.1 Predict.** A post-norm encoder layer gets an input whose every vector is multiplied by 100.

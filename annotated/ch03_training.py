@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 3 — Training
 #
 # *Paper: section 5 (5.1 batching, 5.3 the optimizer and its schedule, 5.4 regularization:
@@ -94,7 +94,7 @@ from annotated.ch02_model import (
 # use_book_charts()
 # _ = torch.manual_seed(0)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Batches and teacher forcing
 #
 # A translation model learns from pairs: a source sentence and its target sentence, both as
@@ -190,7 +190,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # %% [markdown]
 # Two pairs of different lengths, with pad = 0, `<s>` = 1 and `</s>` = 2:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # specials = SpecialTokens(pad=0, bos=1, eos=2)
 # src = pad_sequences([[5, 6, 7, 2], [8, 9, 2]], specials.pad)
 # tgt = pad_sequences([[1, 15, 16, 17, 2], [1, 18, 2]], specials.pad)
@@ -208,12 +208,12 @@ def pad_sequences(sequences: Sequence[Sequence[int]], pad: int) -> Tensor:
 # reading teacher forcing: position 3 sees `<s>` and the first two words, and must say the third.
 # The ids are named here by hand; with a real vocabulary they are its words.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch03_training import teacher_forcing
 #
 # teacher_forcing(example, ["<s>", "a", "dog", "runs", "</s>"], row=0)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. The optimizer and the learning-rate schedule (section 5.3)
 #
 # The paper trains with Adam using $\beta_1 = 0.9$, $\beta_2 = 0.98$ and $\epsilon = 10^{-9}$
@@ -333,7 +333,7 @@ def make_optimizer(
     return optimizer, scheduler
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch03_training import (  # the drawing code of this chapter's charts
 #     confidence_chart,
 #     confidence_curve,
@@ -364,7 +364,7 @@ def make_optimizer(
 #     }
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Label smoothing (section 5.4)
 #
 # The usual loss for predicting the next token is cross-entropy against a *one-hot* target: all
@@ -450,7 +450,7 @@ def _xlogx(x: float) -> float:
 # The smoothed targets for four positions of a 10-token vocabulary with pad = 0 (the last
 # position is padding, so it has no target at all):
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # smoothing_chart(torch.tensor([2, 5, 9, 0]), vocab=10, pad=0, eps_ls=0.1)
 
 # %% [markdown]
@@ -463,15 +463,15 @@ def _xlogx(x: float) -> float:
 # $p = 1 - \epsilon_{ls} = 0.9$ and rises again beyond it: over-confidence is penalized.
 # (`confidence_curve` computes that loss for a range of $p$, in float64.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # curve = confidence_curve()
 # confidence_chart(curve)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # best = curve.loc[curve.groupby("eps_ls")["loss"].idxmin()]
 # best.round(4)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Our loss against PyTorch's
 #
 # `F.cross_entropy(logits, target, label_smoothing=ε)` targets $q^{pt} = (1-\epsilon)\,
@@ -481,7 +481,7 @@ def _xlogx(x: float) -> float:
 # KL against $q^{pt}$ and adding its entropy reproduces PyTorch's number; with our own
 # targets, the numbers differ by a small amount, because the targets differ. The tests check both.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # import torch.nn.functional as F
 #
 # logits = torch.randn(6, 10, dtype=torch.float64)  # float64: five digits that hold on any machine
@@ -499,7 +499,7 @@ def _xlogx(x: float) -> float:
 # print(f"KL to PyTorch's target + its entropy:           {(kl_pt + entropy_pt).item():.5f}")
 # print(f"our KL + entropy of our target (cross-entropy): {(ours + entropy_ours).item():.5f}")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Dropout (section 5.4)
 #
 # The paper's second regularizer is dropout with $P_{drop} = 0.1$ for the base model, in two
@@ -508,7 +508,7 @@ def _xlogx(x: float) -> float:
 # there; this lists every dropout module of a model, so you can see nothing is missing and
 # nothing is extra: 2 per encoder layer, 3 per decoder layer, 2 at the embeddings.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # model = make_model(ModelConfig(100, 100, N=2))
 # sites = [name for name, module in model.named_modules() if isinstance(module, nn.Dropout)]
 # pd.DataFrame({"dropout module": sites, "p": [model.get_submodule(n).p for n in sites]})
@@ -881,7 +881,7 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 # toy_config = TrainConfig(max_steps=30, warmup=10, accumulate=2)
 # toy_history = train(toy, random_pairs, toy_config, progress=False)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # # (the loss depends on the hardware's arithmetic: bfloat16 where the CPU has it)
 # print(
@@ -889,7 +889,7 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 #     f"step 30 {toy_history.loss.iloc[-1]:.2f}"
 # )
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # import math
 #
 # print("steps:", len(toy_history), " columns:", list(toy_history.columns))
@@ -903,7 +903,7 @@ def _progress_bar(start: int, steps: int, show: bool) -> tqdm:
 # and `train` around it with `evaluate`, checkpoints and resumption. **Next**, chapter 4 trains a model that must copy
 # its input, and decodes its first outputs.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **3.1 Predict.** With $d_\text{model} = 512$ and 4,000 warmup steps, at which step is the learning

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 4 — A first model: the copy task
 #
 # Before translating real sentences we train on a task whose answer we know: **copy the input**.
@@ -76,7 +76,7 @@ from annotated.ch03_training import (
 # use_book_charts()
 # _ = torch.manual_seed(0)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The data
 #
 # Symbols are the ids after the three specials (pad, `<s>`, `</s>`). A source is a random
@@ -150,7 +150,7 @@ class CopyTask:
         return chosen[:count]
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # task = CopyTask()
 # first = task.batches(0)[0]
 # print("vocabulary:", task.vocab, "ids; specials:", task.specials)
@@ -159,7 +159,7 @@ class CopyTask:
 # print("tgt_out ", first.tgt_out[0].tolist())
 # print(f"batch of {first.src.size(0)} sentences, {first.n_tokens} target tokens")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Greedy decoding
 #
 # To produce an output we run the encoder once, then the decoder repeatedly: start with `<s>`,
@@ -234,7 +234,7 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
     return sum(c == s for c, s in zip(copies, sequences, strict=True)) / len(sequences)
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Training
 #
 # A small model, by the paper's standards: $N = 2$ layers, $d_\text{model} = 64$, 4 heads,
@@ -316,7 +316,7 @@ def train_copy_model(
 # The held-out exact match as training goes on, and the training loss (this chapter's drawing
 # code is in `annotated/figures/ch04_copy_task.py`):
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # # (the curves depend on the machine's floating-point kernels and thread count)
 # from annotated.figures.ch04_copy_task import (
@@ -344,7 +344,7 @@ def train_copy_model(
 # %% [markdown]
 # Whatever the machine, the end state is the same, and it is what the tests require:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # held_out = COPY_SETUP["task"].held_out(COPY_SETUP["held_out"], COPY_SETUP["train"].max_steps)
 # print(f"held-out exact match: {exact_match(model, COPY_SETUP['task'], held_out):.0%}")
 
@@ -355,7 +355,7 @@ def train_copy_model(
 # by itself: the model has learned to emit `</s>` after the last symbol, and decoding then ends
 # that sentence while the longer ones go on.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # examples = sorted(held_out[:6], key=len)
 # copies = copy_sequences(model, COPY_SETUP["task"], examples)
 # pd.DataFrame(
@@ -371,7 +371,7 @@ def train_copy_model(
 # the token it chose. Every row recomputes its whole prefix, so a copy of $n$ symbols passes
 # $1 + 2 + \dots + (n + 1)$ positions through the decoder; chapter 6 removes that waste.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch04_copy_task import decoding_steps
 #
 # shown = min(examples, key=lambda s: abs(len(s) - 5))  # one of about five symbols
@@ -384,7 +384,7 @@ def train_copy_model(
 # the symbol it must produce, so the weights run along a diagonal. Nobody told the model to do
 # that; it is what copying through attention has to look like.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # # (trained weights: they depend on the hardware's arithmetic)
 # attention_chart(source_attention(model, COPY_SETUP["task"], held_out[0]))
@@ -395,7 +395,7 @@ def train_copy_model(
 # sentences: chapter 5 turns German and English text into batches, chapter 6 decodes faster and
 # better and scores translations, and chapter 7 trains German to English on Multi30k.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **4.1 Predict.** The copy task's model is trained on sequences of 4 to 12 symbols

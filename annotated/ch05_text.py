@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 5 — From text to batches
 #
 # *Paper: section 5.1 (training data and batching).*
@@ -82,7 +82,7 @@ from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 #
 # from annotated.figures.ch05_text import batch_sizes_table, batching_table, vocab_table
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The data
 #
 # `read_multi30k(split)` returns the (German, English) pairs of one split. It takes the gzip files
@@ -98,10 +98,10 @@ from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 #     [{"split": name, "sentence pairs": len(pairs)} for name, pairs in splits.items()]
 # ).set_index("split")
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # pd.DataFrame(splits["train"][:4], columns=["German (source)", "English (target)"])
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Words
 #
 # The model reads and writes integer ids, so each sentence becomes a list of **tokens**, and each
@@ -127,12 +127,12 @@ def tokenize(sentences: Sequence[str], language: str) -> list[list[str]]:
     return [[t.text for t in doc if not t.is_space] for doc in tokenizer.pipe(sentences)]
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # tokenize(["Ein Mann in einem blauen T-Shirt schläft."], "de") + tokenize(
 #     ["A man's dog isn't \"small\"."], "en"
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # The other direction, **detokenization**, matters for scoring. sacreBLEU compares *text*, and it
 # applies its own standard tokenization to both the output and the reference; if we scored our
 # token lists joined by spaces, "t - shirt" would not match the reference's "t-shirt", and the score
@@ -165,7 +165,7 @@ def detokenize(tokens: Sequence[str]) -> str:
     return text
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # references = [english for _, english in splits["val"]]
 # tokenized = tokenize(references, "en")
 # round_trip = [detokenize(tokens) == text for tokens, text in zip(tokenized, references)]
@@ -173,7 +173,7 @@ def detokenize(tokens: Sequence[str]) -> str:
 #     f"detokenize(tokenize(s)) == s for {sum(round_trip)} of {len(round_trip)} validation references"
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Word vocabularies and their unknown words
 #
 # A **vocabulary** maps tokens to ids. It is built from the training split only: a vocabulary
@@ -307,7 +307,7 @@ class Vocab(Vocabulary):
         return cls(tuple(data["tokens"]), data["settings"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Subwords: a vocabulary with no unknown words
 #
 # A word vocabulary has a blind spot, and Multi30k's test set finds it: names, numbers, rare
@@ -422,7 +422,7 @@ class Subwords(Vocabulary):
         return cls(bytes.fromhex(data["model"]), data["settings"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. The corpus, encoded
 #
 # `load_multi30k` reads the splits and encodes them with one of the two kinds of vocabulary: a word
@@ -529,7 +529,7 @@ def word_corpus(
     return Corpus(src_vocab, tgt_vocab, raw, ids)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # corpus = load_multi30k()  # words, min_freq 2
 # subwords = load_multi30k(vocab_size=8000)  # 8,000 shared subwords, to compare
 # pd.concat({"words": vocab_table(corpus), "subwords": vocab_table(subwords)})
@@ -539,7 +539,7 @@ def word_corpus(
 # evenly: they fall on the rare words that carry a sentence's specific meaning, and many
 # sentences have one. Counted by sentence on the test set:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # for index, side in enumerate(("German sources", "English references")):
 #     vocab, pairs = (corpus.src_vocab, corpus.tgt_vocab)[index], corpus.ids["test_2016_flickr"]
 #     hit = sum(vocab.unk in pair[index] for pair in pairs)
@@ -551,7 +551,7 @@ def word_corpus(
 # %% [markdown]
 # The first such test sentence, as each vocabulary encodes it:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # first = next(
 #     i for i, (s, _) in enumerate(corpus.ids["test_2016_flickr"]) if corpus.src_vocab.unk in s
 # )
@@ -561,7 +561,7 @@ def word_corpus(
 # %% [markdown]
 # Targets get `<s>` and `</s>` when batched. One training pair as the model sees it:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # source_ids, target_ids = corpus.ids["train"][0]
 # pd.DataFrame(
 #     {
@@ -573,7 +573,7 @@ def word_corpus(
 # ).T
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Batches by token count (section 5.1)
 #
 # The paper groups sentence pairs "by approximate sequence length" so that each batch holds about
@@ -633,7 +633,7 @@ def padding_fraction(
     return 1 - real / slots
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # batching_table(corpus.ids["train"], max_tokens=3000)  # chapter 7's budget
 
 # %% [markdown]
@@ -641,11 +641,11 @@ def padding_fraction(
 # sentence to a fixed 72 tokens, as the original Annotated Transformer did, spends most of the
 # computer's time on padding. The batches themselves:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # batch_sizes_table(corpus.ids["train"], token_batches(corpus.ids["train"], max_tokens=3000))
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. Which batches each step trains on
 #
 # The batches are cut once and fixed for the whole run. Each epoch visits them in a new random
@@ -722,7 +722,7 @@ class BatchPlan:
         return [make_batch([self.pairs[i] for i in self.batches[b]], specials) for b in chosen]
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # plan = BatchPlan.build(corpus.ids["train"], max_tokens=3000, accumulate=1)
 # first = plan.step(0, corpus.tgt_vocab.specials)[0]
 # print(f"{len(plan.batches)} batches, {plan.steps_per_epoch} steps an epoch")
@@ -733,7 +733,7 @@ class BatchPlan:
 # again = plan.step(0, corpus.tgt_vocab.specials)[0]
 # print("the same batch when asked again:", again.src.equal(first.src))
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **5.1 Predict.** If the word vocabularies were built with `min_freq=1` instead of 2, would the

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 6 — Decoding and scoring
 #
 # *Paper: section 6.1 (beam search, the length penalty, the output length limit, BLEU).*
@@ -85,7 +85,7 @@ from annotated.ch05_text import Corpus, Vocabulary
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. A cache of keys and values
 #
 # Chapter 4's `greedy_decode` is correct and slow: to choose word $t$ it runs the decoder over the
@@ -165,7 +165,7 @@ class DecoderCache:
                 source.select(rows)
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Greedy decoding, one position a step
 #
 # With the cache, each step feeds the decoder only the newest token. Two more savings come from
@@ -211,7 +211,7 @@ def greedy_decode_cached(
 # that any slip in the cache would flip. Chapter 4's decoder and the cached one, on 16 random
 # source sentences of a small model:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # _ = torch.manual_seed(0)
 # toy = make_model(ModelConfig(50, 50, N=2, d_model=64, d_ff=128, h=4)).double()
 # toy_specials = SpecialTokens(pad=0, bos=1, eos=2)
@@ -229,7 +229,7 @@ def greedy_decode_cached(
 # computed in full. Only the newest token of each row passes through the decoder; the grey boxes
 # are read back from the cache.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch04_copy_task import decoding_steps
 #
 # toy_words = ["<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(3, 50)]
@@ -263,7 +263,7 @@ def greedy_decode_cached(
 #     print(f"{name}: {seconds:.2f} s for 16 sentences of 60 tokens")
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Beam search and the length penalty (section 6.1)
 #
 # Greedy decoding commits to the most probable word at each step, and a word that looks best now can
@@ -387,7 +387,7 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # afford more negative sums and still win. (The chart's code is in
 # `annotated/figures/ch06_decoding.py`.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch06_decoding import penalty_chart  # the chart's code
 #
 # penalty_chart()
@@ -397,7 +397,7 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # model of section 2 checks it. A wider beam may end elsewhere: it looks for the output with the
 # best penalized score, which greedy decoding need not find.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # toy = toy.double()
 # beam_one = until_eos(
 #     beam_search(toy, toy_src, toy_mask, toy_specials, 30, beam=1, alpha=0.6), toy_specials
@@ -407,13 +407,13 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # )
 # print("beam 1 equals greedy decoding:", beam_one == cached)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # # (how many close calls a random model makes depends on its random weights)
 # differ = sum(a != b for a, b in zip(beam_four, cached))
 # print("beam 4 chose another output than greedy for", differ, "of 16 sentences")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### The search drawn as a tree
 #
 # `beam_search(..., trace=[])` records the first sentence's search as it goes: at each step its
@@ -498,7 +498,7 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # draws the same tree for a real sentence.
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. From text to text: the translator
 #
 # `decode_ids` runs either search over many sentences: it sorts them by length and decodes them in
@@ -657,7 +657,7 @@ class Translator:
         return tokens
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Scoring: BLEU and chrF
 #
 # **BLEU** (Papineni et al., 2002) counts how many of the output's word n-grams ($n$ = 1 to 4)
@@ -702,7 +702,7 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 # right words in a scrambled order; the fourth is the first with one word dropped, so that the
 # brevity penalty applies.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # references = ["A man in a blue shirt is sleeping on a bench.", "Two dogs play in the snow."]
 # outputs = {
 #     "exact": references,
@@ -725,11 +725,11 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 # 0.947) as well as to its missing n-grams; the paraphrase, a token shorter than the reference
 # too, pays the same penalty on top of its broken n-grams. The signatures record the choices behind the numbers:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # print(scored["BLEU signature"].iloc[0])
 # print(scored["chrF signature"].iloc[0])
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # **The paper's BLEU.** The paper's 27.3 and 28.4 on WMT English→German (Table 2) were not
 # computed with sacreBLEU, which did not exist yet. They follow the recipe of the authors'
 # tensor2tensor library, its script `get_ende_bleu.sh`: Moses-tokenize the output and the
@@ -759,7 +759,7 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict
     return {"tokenized BLEU": round(result.score, 2)}
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # german_reference = ["Er trinkt ein Glas Rotwein-Schorle im Straßen-Café."]
 # german_output = ["Er trinkt ein Glas Weißwein-Schorle im Café."]
 # print("tokens the paper's BLEU compares:", paper_tokens(german_output)[0])
@@ -799,7 +799,7 @@ def evaluate_split(
     return score(hypotheses, [target for _, target in pairs]), hypotheses
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **6.1 Predict.** A beam of 4 and greedy decoding give two outputs for the same sentence. Can the

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 7 — Multi30k: an hour on a laptop
 #
 # *Paper: sections 5.2–5.4 (hardware and schedule, optimizer, regularization) and 6.1 (averaging,
@@ -95,7 +95,7 @@ from annotated.training.runs import train_run
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The recipe, and why
 #
 # A `RunConfig`'s defaults are the paper's base model and schedule; the Multi30k profile changes
@@ -240,7 +240,7 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 # print(f"profile: {profile}")
 # config
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Training
 #
 # `train_multi30k` reads the corpus with chapter 5's word vocabularies, saves them in the run
@@ -293,7 +293,7 @@ def train_multi30k(
     return train_run(config, folder, corpus, progress)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # if profile == SHIPPED:  # nothing trains: the book's model, with its run's history
 #     run = load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
@@ -314,11 +314,11 @@ def train_multi30k(
 # charts, and the attention maps computed for section 4, are drawn by
 # `annotated/figures/ch07_multi30k.py`.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # training_chart(run.history, run.evals)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # milestones = {
 #     threshold: run.evals[run.evals["val BLEU"] >= threshold]["train minutes"].min()
@@ -328,7 +328,7 @@ def train_multi30k(
 #     reached = f"after {minutes:.1f} training minutes" if minutes == minutes else "not reached"
 #     print(f"validation BLEU {threshold} (greedy, last weights): {reached}")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Where a step's time goes
 #
 # The hour is about 3,000 repetitions of one training step, so every millisecond a step loses
@@ -343,7 +343,7 @@ def train_multi30k(
 # `label_smoothing_loss` and chapter 1's `attention`, the formulas exactly as the book teaches
 # them; then the step this chapter trains with.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # # (CPU times differ from machine to machine, and from run to run)
 # from annotated.figures.ch07_multi30k import step_profile_chart
@@ -427,7 +427,7 @@ def train_multi30k(
 # `benchmarks/README.md` has the figures for each kind of CPU.
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. How good is it?
 #
 # The scores, with greedy decoding and with beam search (size 4 as in section 6.1, and a length
@@ -437,7 +437,7 @@ def train_multi30k(
 # `scores.json`, with the step and the decoding that produced them (the benchmark reads them from
 # there).
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # scores = final_scores(run)
 # scores[["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]]
@@ -462,7 +462,7 @@ def train_multi30k(
 # shipped_scores = final_scores(shipped)  # val and test, as for the run above; kept with its files
 # shipped_scores[["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF"]]
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # **The length penalty, chosen on the validation set.** The paper's $\alpha = 0.6$ was set for
 # WMT (section 6.1), and nothing says it suits 29,000 image captions. The column to look at is the
 # length ratio, the outputs' total length over the references' in BLEU's own tokens. Below 1,
@@ -491,7 +491,7 @@ def length_penalty_sweep(
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # length_penalty_sweep(
 #     run.averaged or run.translator,
@@ -516,7 +516,7 @@ def length_penalty_sweep(
 # %% [markdown]
 # Some test sentences, with the reference and both decodings:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # picks = [0, 1, 2, 3, 10, 20, 30]
 # pd.set_option("display.max_colwidth", None)
@@ -544,7 +544,7 @@ def length_penalty_sweep(
 # echo "Zwei Hunde spielen im Schnee." | python -m annotated.translate
 # ```
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. What the attention looks at
 #
 # Every attention module can keep its last weights (`keep_weights`, chapter 1). We translate one
@@ -669,7 +669,7 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # The same weights in words: for each word of the sentence, the weight it keeps for itself and
 # the three words it weighs most.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # # (another run's head weighs other words; the paragraph below quotes these lines, and
 # # tests/test_quoted_figures.py checks that it still does)
@@ -692,7 +692,7 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # learned a similar link from the data, mixed with other habits in one head, with numbers that
 # have no names.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Beam search on a real sentence
 #
 # Chapter 6 drew the search of an untrained model on a made-up source of 12 random tokens. Here is
@@ -731,7 +731,7 @@ def traced_search(
 # of log-probabilities, the step at which each finished candidate ended, and each $\alpha$'s
 # choice.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # # (another run searches differently; the paragraph below quotes these lines, and
 # # tests/test_quoted_figures.py checks that it still does)
@@ -760,7 +760,7 @@ def traced_search(
 # though, α = 2.5 makes such longer choices often enough to raise the length ratio from 0.954 to
 # 0.991 and validation BLEU by 0.9 (section 3).
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Where this differs, and what limits it
 #
 # * **From the paper.** A smaller model (2 + 2 layers of width 256), a much smaller batch and a
@@ -810,7 +810,7 @@ def traced_search(
 # sentence you type, and shows its attention (any layer and head, hover a word) and its search
 # step by step, with nothing to install.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **7.1 Predict.** The validation BLEU during training is measured greedily, on the bare weights,

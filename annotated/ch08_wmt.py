@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 8 — WMT 2014 English-German: the paper's recipe, end to end
 #
 # *Paper: sections 5.1 (data and batching), 5.2 (hardware and schedule), 5.3 (optimizer), 5.4
@@ -115,7 +115,7 @@ from annotated.training.runs import train_run
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The data (section 5.1)
 #
 # The paper trains English→German on the WMT 2014 training data: about 4.5 million sentence
@@ -160,7 +160,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
     return list(zip(english, german, strict=True))
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # stored = read_wmt14("train", "toy")
 # restored = wmt_text("train", "toy")
 # examples = [i for i, (en, _) in enumerate(stored) if "&apos;" in en or "&quot;" in en][:3]
@@ -172,7 +172,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 #     }
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Subwords: one vocabulary for both languages (section 5.1)
 #
 # Chapter 5 introduced byte-pair encoding and its `Subwords` class, next to what a word
@@ -185,7 +185,7 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # into five), and nothing is ever `<unk>`.
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. The configuration: the paper's models and ours (sections 5.2–5.4, Table 3)
 #
 # `WMTConfig` is the run configuration of `annotated/training/config.py`, whose defaults are the paper's
@@ -277,20 +277,20 @@ def wmt_profile(name: str | None = None) -> tuple[str, WMTConfig]:
     return pick_profile(WMT_PROFILES, name, "sample")
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # profile, config = wmt_profile()  # executed with "sample"; CI runs "smoke"
 # print(f"profile: {profile}")
 # config
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # **The sizes of Table 3.** Chapter 2 counted the parameters of every Table 3 row from our own
 # modules. The two this chapter is about, with a shared vocabulary of 37,000:
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # table3_parameter_counts().set_index("Table 3 row").loc[["base", "big"]]
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. The corpus, encoded
 #
 # Both sides of the training data go into one vocabulary; every split is then encoded with it.
@@ -347,16 +347,16 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # corpus = load_wmt_corpus(config, RUNS_DIR / f"wmt-{profile}")  # the run's vocabulary, if saved
 # print(f"shared vocabulary: {len(corpus.src_vocab)} symbols")
 # subword_table(corpus)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # How the vocabulary cuts sentences: common words stay whole; names, compounds and rare forms
 # come apart into frequent pieces. `▁` marks the start of a word.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # subwords = corpus.src_vocab
 # for sentence in [corpus.raw["test"][0][0], corpus.raw["test"][0][1], corpus.raw["val"][0][1]]:
 #     print(" ".join(subwords.split([sentence])[0]))
@@ -365,7 +365,7 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 #     for pair in corpus.raw["test"] for text in pair
 # ))
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Shared weights (section 3.4)
 #
 # With one vocabulary, chapter 2's `share_embeddings=True` makes the source embedding, the target
@@ -374,7 +374,7 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # The test suite checks that the three are one tensor, and that a gradient step moves them
 # together.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # the sample run's model, in both profiles
 # vocab, sample = len(corpus.src_vocab), WMT_PROFILES["sample"]
 # shared = make_model(sample.model_config(vocab, vocab))
@@ -386,7 +386,7 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 #     f"{count_parameters(apart):,} with three matrices"
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Steps of 25,000 tokens: gradient accumulation (section 5.1)
 #
 # The paper's step holds about 25,000 target tokens (section 5.1), and it trained on eight GPUs
@@ -425,10 +425,10 @@ def step_plan(config: WMTConfig, corpus: Corpus, processes: int = 1) -> dict:
     }
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # pd.DataFrame([step_plan(WMT_PROFILES["sample"], corpus, processes) for processes in (1, 2)])
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. Training, averaging and decoding (sections 5.2–5.4, 6.1)
 #
 # `train_wmt` builds the corpus, saves the vocabulary in the run folder, and hands everything to
@@ -471,11 +471,11 @@ def train_wmt(
 #     f"{run.history.tokens.sum() / run.history.seconds.sum():.0f} target tokens/s"
 # )
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # training_chart(run.history, run.evals, title="The WMT14 sample run (validation: newstest2013)")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8. Scores, and the paper's Table 2 (section 6.1)
 #
 # The scores are chapter 6's: sacreBLEU on the plain output against the plain references, with
@@ -493,12 +493,12 @@ def wmt_scores(run: Run) -> pd.DataFrame:
     return final_scores(run, "test", extra=tokenized_bleu)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # scores = wmt_scores(run)
 # scores[["split", "weights", "decoding", "BLEU", "tokenized BLEU", "chrF", "sentences/s"]]
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # print(scores["BLEU signature"][0])
 # from annotated.base.datasets import WMT14_TEST_SETS
@@ -520,7 +520,7 @@ def wmt_scores(run: Run) -> pd.DataFrame:
 #     }
 # )
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # **Table 2, and where this run stands.** The paper compares the Transformer with the best
 # systems of 2017 on newstest2014, in BLEU and in the floating-point operations their training
 # took. Our run's row is added below, in its own terms: its BLEU is measured on the sample's
@@ -565,7 +565,7 @@ def table_2() -> pd.DataFrame:
     return frame
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # table2 = table_2()
 # ours = scores[(scores.split == "test") & scores.decoding.str.startswith("beam")].iloc[0]
@@ -577,7 +577,7 @@ def table_2() -> pd.DataFrame:
 # ]
 # table2.set_index("model")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 9. Many processes: `DistributedDataParallel` and `torchrun`
 #
 # Eight GPUs train one model by **data parallelism**: every process holds a full copy of the
@@ -725,14 +725,14 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
     }
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # with tempfile.TemporaryDirectory() as scratch:
 #     check = ddp_check(scratch)
 # print(f"{check['processes']} processes joined by {check['backend']}, on the {check['device']}")
 # check
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # print("two processes take the same steps as one:", check["matches"])
 
 # %% [markdown]
@@ -749,7 +749,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # one GPU, accumulating 8 micro-batches per step: steps of the same batches, about eight times
 # slower (not the identical steps, with dropout on: section 9).
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 10. What this run costs, and what stands between it and 27.3
 #
 # | | paper base | paper big | the `sample` run here |
@@ -785,7 +785,7 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # and phrases. Read the numbers as a check that the pipeline runs end to end and scores honestly,
 # not as a result. The way to 27.3 is the command in section 9, on the full data, with GPUs.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **8.1 Predict.** The same base model is trained once on one GPU and once on eight, with

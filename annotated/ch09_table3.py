@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 9 — What each choice buys: Table 3 at Multi30k scale
 #
 # *Paper: section 6.2 (model variations) and its Table 3.*
@@ -96,7 +96,7 @@ from annotated.training.sweeps import (
 # use_fair_threads()  # torch's threads: the CPUs this process may use (annotated/base/threads.py)
 # use_book_charts()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The paper's table
 #
 # Each line of Table 3 names only what it changed; everything else is the base model of chapter 2
@@ -217,10 +217,10 @@ def paper_table() -> pd.DataFrame:
     ).astype({"params (M)": "Int64"})
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # paper_table()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. The budget, and the base at our scale
 #
 # Twenty-one models have to fit in a few hours of two CPU cores, so each one gets minutes where the
@@ -383,11 +383,11 @@ def jobs_table(sweep: Table3Sweep) -> pd.DataFrame:
 # The twenty-one models of the full sweep, with what each changes. (The smoke profile trains tiny
 # versions of seven of these models: the base, with two seeds, and one variant of each row.)
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # jobs_table(TABLE3_PROFILES["full"])
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Measuring one line
 #
 # A line of our table is one `RunConfig`: the base with the variant's changes (`Variant.config`).
@@ -499,7 +499,7 @@ def recorded_lines(sweep: Table3Sweep, train: bool) -> list[dict]:
 # This notebook was executed with the full profile, after `make table3` had measured every line;
 # it reads them from the record. The smoke profile trains its seven tiny models here instead.
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
 # profile, sweep = table3_sweep()  # executed with "full"; CI runs "smoke"
 # lines = recorded_lines(sweep, train=profile == "smoke")
@@ -507,7 +507,7 @@ def recorded_lines(sweep: Table3Sweep, train: bool) -> list[dict]:
 # print(f"trained on: {sorted({line['machine'] for line in lines})}")
 
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. The results
 #
 # Our Table 3: the base as the mean ± standard deviation over its seeds, each variant as its one
@@ -563,11 +563,11 @@ def table3_frame(lines: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).astype({"paper params (M)": "Int64"})
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # table3_frame(lines)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### The noise band
 #
 # Before reading any variant, read the base against itself. Its seeds change nothing but the random
@@ -601,11 +601,11 @@ def noise_band(lines: list[dict]) -> pd.DataFrame:
     return stats
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # noise_band(lines).round(3)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ### Each change against the base, and the paper's
 #
 # For each variant: how far it moved BLEU (in points) and perplexity (in percent, since only
@@ -673,7 +673,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # comparison(lines)
 
@@ -698,7 +698,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # # NBVAL_IGNORE_OUTPUT
 # curves_chart(lines)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Row by row
 #
 # First the yardstick. The base's three seeds scored 20.6, 19.6 and 18.5 with beam search (19.6 ±
@@ -793,7 +793,7 @@ def comparison(lines: list[dict]) -> pd.DataFrame:
 # is not tested by 700 steps on short captions; chapter 2's learned table refuses such positions
 # outright.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Quality against time
 #
 # Fixed steps answered the paper's question: with the same data, which choice learns the better
@@ -820,7 +820,7 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
     return config_step_costs(configs, corpus, sweep.cost_steps, sweep.cost_rounds)
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # from annotated.training.sweeps import recorded_step_costs
 #
@@ -830,7 +830,7 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
 #     display(pd.Series(costs["relative to base"], name="cost of a step (base = 1)").to_frame())
 #     display(price_chart(lines, costs))
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # A step of the base took 0.52 seconds on the 2-core machine that measured it. Two things to read
 # before the chart. First, the measurement's own noise: label smoothing changes no computation at
 # all, and its two lines came out within 1% of the base this time, but the record's previous
@@ -858,7 +858,7 @@ def step_costs(sweep: Table3Sweep, corpus: Corpus | None = None) -> dict:
 # ran the first of them: over the recipe's full 3,040 steps two layers a side also beat three,
 # and chapter 7's recipe now has two.)
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **9.1 Predict.** In the paper, turning label smoothing off (row D, $\epsilon_{ls} = 0$) lowers

@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 10 — Conclusion
 #
 # *Paper: section 7 (Conclusion), with Tables 1 and 2 as the evidence it rests on.*
@@ -42,7 +42,7 @@
 #
 # find_or_install_the_book()
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## What the book built
 #
 # * **Chapter 0, Preface.** It made the case of sections 1, 2 and 4 by counting. PyTorch's own
@@ -98,7 +98,7 @@
 # * **Appendix A, Lab notebook.** The runs that led to chapter 7's recipe, each with what it
 #   showed.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## The paper's claims, and what this book could check
 #
 # Section 7 makes six points. Each is restated below in our words, together with what the book
@@ -118,7 +118,7 @@
 # the base Transformer.
 
 
-# %% tags=["active-ipynb"]
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # from annotated.ch08_wmt import table_2
 #
 # table_2()
@@ -133,7 +133,7 @@
 # operations rather than hours, and the book could not repeat the comparison. What chapter 0 adds
 # is the reason behind them, and that reason does not depend on the hardware.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Where to go next
 #
 # **Run what the book could not.**
@@ -186,7 +186,7 @@
 # trained to predict, or which positions attend to which. A reader who has built those parts can
 # read any of these papers with the code at hand.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **10.1 Predict.** Table 2 gives training costs in floating-point operations. Using chapter 0's

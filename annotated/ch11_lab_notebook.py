@@ -1,4 +1,4 @@
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # # Appendix A — Lab notebook: how the Multi30k recipe was found
 #
 # Chapter 7 gives its recipe in one table: two post-norm layers a side, 500 warmup steps to a
@@ -10,7 +10,7 @@
 #
 # Nothing here needs to be executed. The numbers are records of runs that took an hour each.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. How to read this
 #
 # * **One run per recipe.** Every run below was made once. Runs 1 to 7 were made on the two-core
@@ -58,7 +58,7 @@
 # side with two (run 9); chapter 7's notebook now shows that two-layer recipe. Run 6 was made
 # twice, on two machines (section 6).
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Pre-norm first (pilots, runs 1 and 2)
 #
 # **Two five-minute pilots.** The first attempt used the paper's post-norm blocks, 400 warmup
@@ -88,7 +88,7 @@
 # sentences contain at least one word the model reads as `<unk>`, and 19% of the English
 # references contain a word it has no way to write.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Subwords, tried (run 3)
 #
 # **Run 3.** Run 2 with the words replaced by 8,000 shared subwords (chapter 5's sentencepiece
@@ -127,7 +127,7 @@
 # source word for each `<unk>` (chapter 6) beat 8,000 subwords. Words became the default;
 # `vocab_size=8000` builds the subword corpus again.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Post-norm over the whole hour (run 4)
 #
 # The pilots had judged pre-norm after five minutes, and the budget is an hour. Run 4 kept run 2's
@@ -154,7 +154,7 @@
 # less than a better finish. The default went back to the paper's post-norm. `norm_first=True,
 # warmup=300, lr_factor=0.7` restores the pre-norm runs.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Dropout, fixed and rising (runs 5, 6 and 7)
 #
 # Run 4 shared a flaw with every run before it. Over its last quarter hour the validation score
@@ -203,7 +203,7 @@
 # the machine was faster.) So the rate stops at 0.3: `p_drop=0.1, p_drop_final=0.3` is the
 # default, and `p_drop=0.2, p_drop_final=None` goes back to a fixed rate.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Run 6, made twice and timed alone
 #
 # **The first making of run 6** (Intel Xeon) trained for 3,040 steps (20 epochs) in 65.7 minutes
@@ -251,7 +251,7 @@
 # under the noise in every comparison above. A new seed, which changes the initial weights and
 # the order of the data as well, can be expected to move the scores further.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The search for the hour (runs 8 to 11)
 #
 # Timed alone, run 6 left half the hour unused on the Xeon, and did not fit into it on a two-core
@@ -346,7 +346,7 @@
 # picked at 700 steps closed a gap of over a point with beam search; section 8 lists what we
 # would try next.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8. What a reader could try next
 #
 # * **Several seeds per recipe.** This is what the notebook lacks most. Three seeds each for runs 4
@@ -390,7 +390,7 @@
 # differ in small ways from the code of the time, and the machine will differ, so expect scores
 # near those above, not equal to them.
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # **A.1 Predict.** Runs 4 and 6 differ only in their dropout schedule. Before reading the table of

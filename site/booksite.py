@@ -13,7 +13,9 @@ build first stages a source folder in `_build/site/`:
     _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures/__init__.py),
                               and try/: the "Try the model" page's scripts (site/try/) and its model
                               as one script, model-data.js (`try_page_files`)
-    _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/
+    _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/,
+                              and slides/: every chapter's slide deck with its assets
+                              (site/bookslides.py), copied to _build/html/slides/
     _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
 
 Chapters are found by globbing `notebooks/ch*.ipynb` in name order, so a new chapter appears in
@@ -46,6 +48,7 @@ STATIC = STAGE / "static"
 EXTRA = STAGE / "extra"
 DOCTREES = STAGE / "doctrees"
 DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py of every chapter
+SLIDES = "slides"  # folder of _build/html with every chapter's slide deck (site/bookslides.py)
 # The whole book as one PDF (`make pdf`, site/bookpdf.py). A site built while it exists holds a
 # copy beside index.html, and the landing page links it; without it there is no link.
 PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
@@ -208,6 +211,9 @@ def stage() -> list[Chapter]:
     downloads = {c.notebook.name: c.notebook.read_bytes() for c in found}
     downloads |= {c.module.name: c.module.read_bytes() for c in found if c.module}
     _mirror(EXTRA / DOWNLOADS, downloads)
+    import bookslides  # site/bookslides.py: the decks, beside the pages that link them
+
+    bookslides.build(EXTRA / SLIDES)
 
     _mirror(STATIC / "try", try_page_files())
 
@@ -277,7 +283,19 @@ def _download_links(docname: str, chapter: Chapter, lead: str = "Download this c
         suffix = name.rsplit(".", 1)[-1]
         link += nodes.Text(f"{label} (.{suffix})" if lead else f".{suffix}")
         paragraph += link
+    paragraph += nodes.Text(" · ")
+    paragraph += _slides_link(docname, chapter, "Slides" if lead else "slides")
     return paragraph
+
+
+def _slides_link(docname: str, chapter: Chapter, text: str):
+    """A link to the chapter's slide deck (reveal.js; "s" opens the speaker's notes)."""
+    from docutils import nodes
+
+    link = nodes.reference("", text, refuri=_relative(docname, f"{SLIDES}/{chapter.stem}.html"))
+    link["classes"].append("slides")
+    link["reftitle"] = f"{chapter.title}: the lecture's slides (press s for the speaker's notes)"
+    return link
 
 
 GITHUB = re.compile(r"https://github\.com/(?P<owner>[\w.-]+)/(?P<name>[\w.-]+?)/?")
@@ -430,6 +448,29 @@ def _chapter_map_directive():
     return ChapterMap
 
 
+def _slide_decks_directive():
+    from docutils import nodes
+    from sphinx.util.docutils import SphinxDirective
+
+    class SlideDecks(SphinxDirective):
+        """A list of every chapter's slide deck, linked (the course page's)."""
+
+        has_content = False
+
+        def run(self):
+            found = chapters()
+            for chapter in found:
+                self.env.note_dependency(str(chapter.notebook))
+            items = nodes.bullet_list(classes=["slide-decks"])
+            for chapter in found:
+                paragraph = nodes.paragraph()
+                paragraph += _slides_link(self.env.docname, chapter, chapter.title)
+                items += nodes.list_item("", paragraph)
+            return [items]
+
+    return SlideDecks
+
+
 def _prune_mathjax(app, exception) -> None:
     """Drop the MathJax builds that no page loads (they are half of the site's size).
 
@@ -496,6 +537,7 @@ def setup(app):
     app.connect("config-inited", _check_repository)
     app.add_directive("chapter-map", _chapter_map_directive())
     app.add_directive("book-pdf", _book_pdf_directive())
+    app.add_directive("slide-decks", _slide_decks_directive())
     app.connect("env-get-outdated", _pages_that_link_the_pdf)
     app.connect("build-finished", _copy_pdf)
     app.connect("doctree-read", _add_download_links)

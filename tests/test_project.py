@@ -337,14 +337,18 @@ def test_notebooks_carry_no_volatile_metadata():
     for source in CHAPTERS:
         saved = nbformat.read(book.notebook_for(source), as_version=4)
         assert set(saved.metadata) <= {"kernelspec", "language_info", "annotated"}
-        # Only the site's tags survive (hide-input folds an exercise's solution).
-        assert all(set(c.metadata) <= {"tags"} for c in saved.cells)
+        # Only the site's tags survive (hide-input folds an exercise's solution), and the
+        # slideshow marks the slide decks read.
+        assert all(set(c.metadata) <= {"tags", "slideshow"} for c in saved.cells)
+        assert all(set(c.metadata.get("slideshow", {})) <= {"slide_type"} for c in saved.cells)
         assert {t for c in saved.cells for t in c.metadata.get("tags", [])} <= {"hide-input"}
 
 
 @pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])
 def test_chapter_sources_are_jupytext_percent_files(source):
     text = source.read_text()
+    # The title cell may carry the slideshow mark that opens the chapter's slides.
+    text = text.replace(' slideshow={"slide_type": "slide"}', "", 1)
     assert text.startswith(("# %% [markdown]\n# # Chapter", "# %% [markdown]\n# # Appendix")), (
         f"{source.name} should open with its title cell"
     )

@@ -15,6 +15,7 @@ to install it. tests/test_package.py runs it where the book is not installed yet
 import dataclasses
 import io
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -423,6 +424,35 @@ def test_sync_writes_the_first_cell_once_keeps_its_output_and_twice_is_stable(
     again = nbformat.read(target, as_version=4)
     assert [c.source for c in again.cells].count(book.first_cell().source) == 1
     assert again.cells[1].outputs[0].text == "The book's code: ...\n"
+
+
+def test_sync_keeps_the_slideshow_marks_and_the_outputs_of_the_cells_they_mark(
+    tmp_path, monkeypatch
+):
+    """A chapter's `# %%` line may carry Jupyter's slideshow mark (the slide decks read it):
+    sync writes it into the notebook, keeps a marked cell's outputs, and refuses a made-up mark."""
+    monkeypatch.setattr(book, "NOTEBOOKS", tmp_path)
+    source = tmp_path / "ch10_conclusion.py"
+    text = (book.PACKAGE / source.name).read_text(encoding="utf-8")
+    code = '# %% tags=["active-ipynb"]\n# from annotated.ch08_wmt'
+    assert code in text
+    marked = text.replace(
+        "# %% [markdown]\n# ## What the book built",
+        '# %% [markdown] slideshow={"slide_type": "slide"}\n# ## What the book built',
+    ).replace(code, code.replace("]\n", '] slideshow={"slide_type": "-"}\n'))
+    source.write_text(marked, encoding="utf-8")
+    saved = book.ROOT / "notebooks" / "ch10_conclusion.ipynb"  # with its outputs
+    shutil.copy(saved, tmp_path / saved.name)
+    book.sync(source)
+    notebook = nbformat.read(tmp_path / "ch10_conclusion.ipynb", as_version=4)
+    marks = [(c.cell_type, c.metadata.get("slideshow")) for c in notebook.cells]
+    assert ("markdown", {"slide_type": "slide"}) in marks
+    (table,) = [c for c in notebook.cells if c.metadata.get("slideshow") == {"slide_type": "-"}]
+    assert table.outputs and "text/html" in table.outputs[0].data
+    assert sum(1 for _, mark in marks if mark) == 2  # the unmarked cells stay unmarked
+    source.write_text(marked.replace('"slide_type": "slide"', '"slide_type": "title"'))
+    with pytest.raises(SystemExit, match="'title', which is none of"):
+        book.sync(source)
 
 
 def test_the_first_cell_is_part_of_the_code_a_notebook_was_executed_from(monkeypatch):

@@ -46,6 +46,9 @@ PACKAGE = ROOT / "annotated"
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 SITE_TAGS = ("hide-input",)  # cell tags kept in the notebooks, for the site
+# Jupyter's slideshow mark, kept in the notebooks for the chapters' slide decks (site/bookslides.py):
+# `# %% [markdown] slideshow={"slide_type": "slide"}` in a chapter's .py. "-" continues a slide.
+SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later chapter
 
 
@@ -309,6 +312,18 @@ def _stable_cell_ids(notebook: nbformat.NotebookNode) -> None:
         cell["id"] = cell_id
 
 
+def slide_type_of(cell: nbformat.NotebookNode) -> str | None:
+    """The cell's slideshow mark (one of SLIDE_TYPES), None for an unmarked cell; a mark Jupyter
+    does not know stops with what to write instead."""
+    slide_type = cell.metadata.get("slideshow", {}).get("slide_type")
+    if slide_type is not None and slide_type not in SLIDE_TYPES:
+        raise SystemExit(
+            f"a cell is marked slide_type={slide_type!r}, which is none of {SLIDE_TYPES}: "
+            f"correct its `# %%` line ({cell.source[:60]!r})"
+        )
+    return slide_type
+
+
 def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
     """Reduce metadata to what the book needs, so tool upgrades do not rewrite every file."""
     executed = notebook.metadata.get("annotated", {}).get("executed_from")
@@ -318,9 +333,13 @@ def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
     if digest or executed:
         notebook.metadata["annotated"] = {"executed_from": digest or executed}
     for cell in notebook.cells:
-        # Only the tags the site reads (hide-input folds an exercise's solution) survive.
+        # Only the tags the site reads (hide-input folds an exercise's solution) survive, and the
+        # slideshow mark the slide decks read.
         tags = [tag for tag in cell.metadata.get("tags", []) if tag in SITE_TAGS]
-        cell.metadata = nbformat.from_dict({"tags": tags} if tags else {})
+        kept = {"tags": tags} if tags else {}
+        if slide_type := slide_type_of(cell):
+            kept["slideshow"] = {"slide_type": slide_type}
+        cell.metadata = nbformat.from_dict(kept)
     _stable_cell_ids(notebook)
     notebook.nbformat, notebook.nbformat_minor = 4, 5
 
