@@ -15,7 +15,8 @@ the built wheel offered to pip through PIP_FIND_LINKS, which the first cell does
 * With nothing to install from (PIP_NO_INDEX, no find-links, no pip configuration), the first
   cell prints what to run instead and raises: the notebook stops there.
 * Chapter 1 runs to its last cell, its first cell installing the book from the wheel.
-* Chapter 7 runs to its last cell with the smoke profile, its data from $ANNOTATED_DATA_DIR
+* Chapter 7 runs to its last cell with the shipped profile (the model the wheel carries), its
+  data from $ANNOTATED_DATA_DIR
   (skipped without it).
 * The README's way in without make, in a clone (the checkout's tracked files, copied): a fresh
   `.venv` there, torch (this environment's, through the same `.pth` file, for the README's
@@ -155,7 +156,7 @@ class Reader:
     scratch: Path
     pip_settings: dict[str, str]
 
-    def env(self, home: Path, offline: bool = False) -> dict[str, str]:
+    def env(self, home: Path, offline: bool = False, profile: str = "smoke") -> dict[str, str]:
         """A clean environment: nothing from the checkout importable, HOME empty, and pip offered
         the wheel through PIP_FIND_LINKS (or, offline, pointed at nothing at all)."""
         path = [str(self.python.parent)] + [
@@ -168,7 +169,7 @@ class Reader:
             PATH=os.pathsep.join(path),
             HOME=str(home),
             JUPYTER_PATH=str(self.scratch / "jupyter"),
-            ANNOTATED_PROFILE="smoke",
+            ANNOTATED_PROFILE=profile,
         )
         if os.environ.get("ANNOTATED_DATA_DIR"):
             env["ANNOTATED_DATA_DIR"] = os.environ["ANNOTATED_DATA_DIR"]
@@ -179,9 +180,9 @@ class Reader:
         env["PIP_FIND_LINKS"] = " ".join([str(self.dist), env.get("PIP_FIND_LINKS", "")]).strip()
         return env
 
-    def run_notebook(self, name: str, tmp_path: Path, offline: bool = False):
+    def run_notebook(self, name: str, tmp_path: Path, offline: bool = False, profile="smoke"):
         """(exit status, the executed notebook, the driver's stderr) for notebooks/<name>.ipynb,
-        downloaded into an empty folder and executed there."""
+        downloaded into an empty folder and executed there (with ANNOTATED_PROFILE=profile)."""
         work, home = tmp_path / "downloads", tmp_path / "home"
         work.mkdir()
         home.mkdir()
@@ -191,7 +192,7 @@ class Reader:
         result = subprocess.run(
             [str(self.python), str(driver), f"{name}.ipynb", str(done)],
             cwd=work,
-            env=self.env(home, offline),
+            env=self.env(home, offline, profile),
             capture_output=True,
             text=True,
             timeout=1800,
@@ -379,19 +380,28 @@ def test_the_installed_book_reads_chapter_8s_sample_from_its_own_files(reader, t
     assert not (home / ".cache").exists(), "nothing downloaded or copied"
 
 
-def test_chapter_7_downloaded_runs_its_smoke_profile_to_its_end(reader, tmp_path):
+def test_chapter_7_downloaded_runs_to_its_end_on_the_shipped_model(reader, tmp_path):
+    # A reader without the time to train: the shipped profile loads the model the wheel carries.
+    # (The smoke profile's training runs in make test's other lane, under nbval.)
     if not os.environ.get("ANNOTATED_DATA_DIR"):
         missing(
             "chapter 7 reads Multi30k from a local folder here: set ANNOTATED_DATA_DIR "
             "(CI points it at ../shared/data)"
         )
-    status, notebook, stderr = reader.run_notebook("ch07_multi30k", tmp_path)
+    status, notebook, stderr = reader.run_notebook("ch07_multi30k", tmp_path, profile="shipped")
     assert status == 0, stderr[-3000:]
     assert printed(code_cells(notebook)[0]) == FIRST_LINE
     _executed_to_the_end(notebook)
     _installed_from_the_wheel(reader)
+    loaded = next(c for c in code_cells(notebook) if "profile == SHIPPED" in c.source)
+    assert printed(loaded).startswith("the book's shipped model: chapter 7's multi30k-full run")
     runs = tmp_path / "home" / ".local" / "share" / "annotated" / "runs"
-    assert (runs / "multi30k-smoke").is_dir(), "the run belongs in the reader's own data folder"
+    assert sorted(p.name for p in (runs / "multi30k-shipped").iterdir()) == [
+        "scores.json",
+        "vocab.de.json",
+        "vocab.en.json",
+    ], "only the vocabularies and the scores are written, in the reader's own data folder"
+    assert not (runs / "multi30k-full").exists(), "nothing trained"
 
 
 # --- the README's way in without make ---------------------------------------------------------
