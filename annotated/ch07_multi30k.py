@@ -297,7 +297,8 @@ def train_multi30k(
 # # NBVAL_IGNORE_OUTPUT
 # if profile == SHIPPED:  # nothing trains: the book's model, with its run's history
 #     run = load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
-#     print(f"the book's shipped model: chapter 7's {shipped_identity()['folder']} run, not trained here")
+#     trained_by = shipped_identity()["folder"]
+#     print(f"the book's shipped model: chapter 7's {trained_by} run, not trained here")
 # else:
 #     run = train_multi30k(config, RUNS_DIR / f"multi30k-{profile}")
 # print(
