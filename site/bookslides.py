@@ -252,7 +252,8 @@ def _text(value) -> str:
 def render_output(output: dict) -> str:
     """One saved output as a slide shows it ("" for an error or an output it cannot show)."""
     if output.get("output_type") == "stream":
-        return printed(_text(output.get("text", "")))
+        # stderr holds logs (progress bars, the profiler's start and stop), not a point to make
+        return "" if output.get("name") == "stderr" else printed(_text(output.get("text", "")))
     data = output.get("data", {})
     spec = next((data[k] for k in data if k.startswith("application/vnd.vegalite.")), None)
     if spec is not None:

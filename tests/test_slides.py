@@ -408,3 +408,12 @@ def test_a_deck_without_keys_or_notes_is_found(planted, browser):  # noqa: F811
                 page.keyboard.press("s")
     finally:
         context.close()
+
+
+def test_a_slide_shows_what_a_cell_printed_but_not_its_logs():
+    # The profiler's start and stop lines and progress bars go to stderr: a lecture has no use
+    # for them (chapter 7's "where a step's time goes" showed four such lines above its chart).
+    log = {"output_type": "stream", "name": "stderr", "text": "USDT: profiler_start\n"}
+    said = {"output_type": "stream", "name": "stdout", "text": "7.3M parameters\n"}
+    assert bookslides.render_output(log) == ""
+    assert "7.3M parameters" in bookslides.render_output(said)
