@@ -461,7 +461,8 @@ def train_multi30k(
 # # NBVAL_IGNORE_OUTPUT
 # shipped = run if run.shipped else load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
 # shipped_scores = final_scores(shipped)  # val and test, as for the run above; kept with its files
-# shipped_scores[["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF"]]
+# print(f"weights: {shipped_scores.weights[0]}")
+# shipped_scores[["split", "decoding", "<unk> copied", "BLEU", "chrF"]]
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # **The length penalty, chosen on the validation set.** The paper's $\alpha = 0.6$ was set for
