@@ -7,7 +7,8 @@ chapter's figures and exercises, the site's export and the commands (`python -m 
 `translate`, `ddp_check`). An import counts wherever it is written: at the top of a module, inside a
 function (run later) or under `TYPE_CHECKING` (a type from above is a dependency on above all the
 same). A chapter's notebook-only cells are comments to Python and not read here: a notebook may
-show a chapter with its figures and exercises, which the module itself must not import.
+show a chapter with its figures and exercises, which the module itself must not import. Nor do
+two modules import each other, by any road (`import_circles`).
 """
 
 import ast
@@ -27,12 +28,6 @@ COMMANDS = {"train", "translate", "ddp_check"}
 LOOKS_AHEAD = {("annotated.ch00_preface", "annotated.ch01_attention")}
 
 
-def module_name(path: Path, package: Path) -> str:
-    relative = path.relative_to(package.parent).with_suffix("")
-    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
-    return ".".join(parts)
-
-
 def layer(name: str) -> tuple[int, int]:
     """A module's layer, and for a chapter its number (chapters import only earlier ones)."""
     parts = name.split(".")
@@ -48,34 +43,68 @@ def layer(name: str) -> tuple[int, int]:
     raise AssertionError(f"{name}: a module in no layer. Give it one in tests/test_layers.py")
 
 
-def imported(path: Path) -> set[str]:
-    """Every `annotated` module the file imports, anywhere in its code."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {name for name in names if name.split(".")[0] == "annotated"}
+def module_name(path: Path, package: Path) -> str:
+    relative = path.relative_to(package.parent).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports, wherever the import is
+    written: at the top, under `TYPE_CHECKING`, or inside a function. `from a.b import c` imports
+    a.b.c when that is a module, else a.b. A module's import of a package it lies inside is left
+    out: Python imports that package before the module anyway, so it is no edge of the module's
+    own (a package that imports its own module is one)."""
+    modules = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
+
+    def module_of(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(module_of(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.update(module_of(f"{node.module}.{alias.name}") for alias in node.names)
+        graph[name] = {m for m in found if m and not name.startswith(f"{m}.") and m != name}
+    return graph
 
 
 def upward_imports(package: Path) -> list[str]:
     """'importer -> imported (layer -> layer)' for each import from a lower layer into a higher
     one, or from a chapter into a later chapter."""
-    modules = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
     found = []
-    for name, path in modules.items():
+    for name, targets in import_graph(package).items():
         below = layer(name)
-        for target in sorted(imported(path)):
-            if target not in modules or (name, target) in LOOKS_AHEAD:
-                continue  # `from annotated.x import function`: the module is x
+        for target in sorted(targets):
             above = layer(target)
-            if above[0] > below[0] or (above[0] == below[0] and above[1] > below[1]):
+            if (name, target) not in LOOKS_AHEAD and above > below:
                 found.append(
                     f"{name} -> {target} ({LAYER_NAMES[below[0]]} -> {LAYER_NAMES[above[0]]})"
                 )
     return found
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of imports, each as a path from its first module (by name) back to it."""
+    circles = []
+    for start in sorted(graph):
+        # The shortest way back to `start` through modules after it by name (each circle once).
+        ways, seen = [[start]], {start}
+        while ways and not any(way[-1] == start and len(way) > 1 for way in ways):
+            ways = [
+                [*way, after]
+                for way in ways
+                for after in sorted(graph[way[-1]])
+                if after == start or (after > start and after not in seen)
+            ]
+            seen.update(way[-1] for way in ways)
+        circles += [way for way in ways if way[-1] == start and len(way) > 1][:1]
+    return circles
 
 
 def test_no_module_imports_a_higher_layer():
@@ -92,9 +121,10 @@ def test_the_layers_are_real():
     # Each layer holds modules, and each imports the one below: the order is not empty words.
     names = [module_name(p, PACKAGE) for p in PACKAGE.rglob("*.py")]
     assert {layer(name)[0] for name in names} == set(range(5))
-    assert "annotated.base.files" in imported(PACKAGE / "ch03_training.py")
-    assert "annotated.ch05_text" in imported(PACKAGE / "training" / "runs.py")
-    assert "annotated.ch01_attention" in imported(PACKAGE / "figures" / "ch01_attention.py")
+    graph = import_graph(PACKAGE)
+    assert "annotated.base.files" in graph["annotated.ch03_training"]
+    assert "annotated.ch05_text" in graph["annotated.training.runs"]
+    assert "annotated.ch01_attention" in graph["annotated.figures.ch01_attention"]
 
 
 @pytest.mark.parametrize(
@@ -134,3 +164,37 @@ def test_a_planted_upward_import_is_found(tmp_path, module, line, expected):
     with (copy / module).open("a", encoding="utf-8") as handle:
         handle.write("\n" + line)
     assert upward_imports(copy) == [expected]
+
+
+def test_no_import_circle_in_the_book():
+    circles = import_circles(import_graph(PACKAGE))
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "circle"),
+    [
+        (  # a type-only import of the module above, which imports this one
+            "base/files.py",
+            "if TYPE_CHECKING:\n    from annotated.base.checkpoints import save_checkpoint\n",
+            ["annotated.base.checkpoints", "annotated.base.files", "annotated.base.checkpoints"],
+        ),
+        (  # an import inside a function, round three modules
+            "ch02_model.py",
+            "def f():\n    from annotated.ch05_text import Vocab\n",
+            [
+                "annotated.ch02_model",
+                "annotated.ch05_text",
+                "annotated.ch03_training",
+                "annotated.ch02_model",
+            ],
+        ),
+    ],
+)
+def test_a_planted_import_circle_is_found(tmp_path, module, line, circle):
+    copy = tmp_path / "annotated"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    before = import_circles(import_graph(copy))
+    with (copy / module).open("a", encoding="utf-8") as handle:
+        handle.write("\n" + line)
+    assert circle in import_circles(import_graph(copy)) and circle not in before

@@ -16,19 +16,20 @@ RUN = runs_dir() / "multi30k-full"
 RECORD = json.loads((ROOT / "benchmarks" / "results" / "shipped.json").read_text("utf-8"))
 
 
-def _shipped_scores_printed() -> str:
+def chapter_7_printed(code: str) -> str:
+    """What the cell of chapter 7's saved notebook whose code holds `code` printed and showed."""
     notebook = json.loads((ROOT / "notebooks" / "ch07_multi30k.ipynb").read_text("utf-8"))
     for cell in notebook["cells"]:
-        if "shipped_scores = final_scores(shipped)" in "".join(cell["source"]):
+        if code in "".join(cell["source"]):
             return "".join(
                 "".join(output.get("data", {}).get("text/plain", output.get("text", "")))
                 for output in cell.get("outputs", [])
             )
-    raise AssertionError("chapter 7's notebook has no cell scoring the shipped model")
+    raise AssertionError(f"chapter 7's notebook has no cell with {code!r}")
 
 
 def test_chapter_7_prints_the_shipped_models_scores_as_the_benchmark_recorded_them():
-    printed = _shipped_scores_printed()
+    printed = chapter_7_printed("shipped_scores = final_scores(shipped)")
     shipped = RECORD["forms"]["quantized (shipped)"]
     assert printed.startswith("weights: shipped (average of last 5, quantized)\n"), printed
     for decoding in ("greedy", "beam 4"):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_shipped import chapter_7_printed
 from test_site import (
     DESKTOP,
     browser,  # noqa: F401 (a fixture)
@@ -146,19 +147,8 @@ def test_a_changed_model_bin_is_refused(tmp_path):
 # --- the export is the model chapter 7 reports ---------------------------------------------------
 
 
-def _chapter_7_scores() -> str:
-    notebook = json.loads((ROOT / "notebooks" / "ch07_multi30k.ipynb").read_text("utf-8"))
-    for cell in notebook["cells"]:
-        if "scores = final_scores(run)" in "".join(cell["source"]):
-            return "".join(
-                "".join(output.get("data", {}).get("text/plain", output.get("text", "")))
-                for output in cell.get("outputs", [])
-            )
-    raise AssertionError("chapter 7's notebook has no cell showing final_scores(run)")
-
-
 def test_the_exported_model_scores_what_chapter_7s_notebook_prints(manifest):
-    printed = _chapter_7_scores()
+    printed = chapter_7_printed("scores = final_scores(run)")
     scores = manifest["run"]["scores"]
     assert {(s["decoding"], s["<unk> copied"]) for s in scores if s["weights"] != "last"} >= {
         ("greedy", "yes"),
