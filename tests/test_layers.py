@@ -158,12 +158,21 @@ def test_the_layers_are_real():
     ],
 )
 def test_a_planted_upward_import_is_found(tmp_path, module, line, expected):
+    copy = _copy_of_the_package(tmp_path)
+    assert upward_imports(copy) == []
+    _plant(copy / module, line)
+    assert upward_imports(copy) == [expected]
+
+
+def _copy_of_the_package(tmp_path: Path) -> Path:
     copy = tmp_path / "annotated"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
-    assert upward_imports(copy) == []
-    with (copy / module).open("a", encoding="utf-8") as handle:
+    return copy
+
+
+def _plant(module: Path, line: str) -> None:
+    with module.open("a", encoding="utf-8") as handle:
         handle.write("\n" + line)
-    assert upward_imports(copy) == [expected]
 
 
 def test_no_import_circle_in_the_book():
@@ -192,9 +201,7 @@ def test_no_import_circle_in_the_book():
     ],
 )
 def test_a_planted_import_circle_is_found(tmp_path, module, line, circle):
-    copy = tmp_path / "annotated"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    copy = _copy_of_the_package(tmp_path)
     before = import_circles(import_graph(copy))
-    with (copy / module).open("a", encoding="utf-8") as handle:
-        handle.write("\n" + line)
+    _plant(copy / module, line)
     assert circle in import_circles(import_graph(copy)) and circle not in before
