@@ -349,29 +349,28 @@ def test_a_full_slide_continues_on_the_next(planted, browser):  # noqa: F811
     assert "more lines in the notebook" in (planted / "full.html").read_text()
 
 
+def _misfits_of_one_slide(browser, planted, name: str, output: dict) -> list[str]:  # noqa: F811
+    """What the checks find in a planted deck of one slide showing `output`."""
+    context, page, _ = open_deck(
+        browser, _planted_deck(planted, name, [_output_cell("slide", output)])
+    )
+    try:
+        return misfits(measure(page))
+    finally:
+        context.close()
+
+
 def test_an_output_too_long_for_its_slide_is_found(planted, browser):  # noqa: F811
     """One output taller than a whole slide (HTML the build does not cut) cannot continue."""
     tall = _html("<pre>" + "a line\n" * 40 + "</pre>")
-    context, page, _ = open_deck(
-        browser, _planted_deck(planted, "tall", [_output_cell("slide", tall)])
-    )
-    try:
-        found = misfits(measure(page))
-    finally:
-        context.close()
+    found = _misfits_of_one_slide(browser, planted, "tall", tall)
     assert found and found[0].startswith("slide 2") and "outside the slide's box" in found[0]
     assert "scrolls" in found[1], found
 
 
 def test_text_below_the_body_size_is_found(planted, browser):  # noqa: F811
     small = _html('<p style="font-size: 12px">a caption too small to read</p>')
-    context, page, _ = open_deck(
-        browser, _planted_deck(planted, "small", [_output_cell("slide", small)])
-    )
-    try:
-        found = misfits(measure(page))
-    finally:
-        context.close()
+    found = _misfits_of_one_slide(browser, planted, "small", small)
     assert found == [
         "slide 2 ('Chapter 99 — Planted'): text below 16 px: "
         "['\"a caption too small to read\" 12.0 px']"
