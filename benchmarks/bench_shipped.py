@@ -13,6 +13,7 @@ kinds, so the record names the machine.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import sys
 from pathlib import Path
@@ -50,6 +51,9 @@ def scores(translator: Translator, corpus, beam: int, alpha: float) -> dict:
 
 
 def main() -> None:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     use_fair_threads()
     run = runs_dir() / "multi30k-full"
     own = load_translator(run / "averaged.pt")

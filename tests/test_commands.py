@@ -13,13 +13,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(
-    r"(?:python3?|\$\(PY\)) (-m annotated\.[a-z_0-9]+|(?:benchmarks|tools)/[a-z_0-9]+\.py)"
+    r"(?:python3?|\$\(PY\)) (-m annotated(?:\.[a-z_0-9]+)+|(?:benchmarks|tools)/[a-z_0-9]+\.py)"
 )
 
 
 def documented_commands() -> list[str]:
     places = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md"]
-    places += [ROOT / "Makefile", *sorted((ROOT / "annotated").glob("*.py"))]
+    places += [ROOT / "Makefile", *sorted((ROOT / "annotated").rglob("*.py"))]
     places += sorted((ROOT / "site").glob("*.md"))
     found = set()
     for path in places:
@@ -32,6 +32,8 @@ def test_the_documented_commands_are_found():
     assert {"-m annotated.train", "-m annotated.translate", "benchmarks/bench_table3.py"} <= set(
         commands
     )
+    # a command in a subpackage is found whole, not cut at its package
+    assert "-m annotated.base.datasets" in commands and "-m annotated.base" not in commands
     assert any(command.startswith("tools/") for command in commands)
 
 

@@ -125,7 +125,7 @@ def test_the_installed_package_is_not_the_checkout(installed, tmp_path):
     assert read.returncode == 0, read.stderr
     assert (
         Path(record[0]).is_relative_to(env_dir)
-        and Path(record[0]).parent == Path(out[0]).parent / "results"
+        and Path(record[0]).parent == Path(out[0]).parent.parent / "results"
         and Path(record[0]).read_bytes()
         == (ROOT / "annotated" / "results" / "table3.json").read_bytes()
     )
