@@ -209,7 +209,9 @@ def current_lines(jobs: Sequence[Job], lines: list[dict], command: str) -> list[
 # ---------------------------------------------------------------- the cost of a step
 
 
-def config_step_costs(configs: dict, corpus: Corpus, steps: int, rounds: int) -> dict:
+def config_step_costs(
+    configs: dict, corpus: Corpus | dict[str, Corpus], steps: int, rounds: int
+) -> dict:
     """Seconds per training step of each named RunConfig (the first is the base), side by side.
 
     Each round trains every configuration for `steps` steps with chapter 3's `train` (the first
@@ -217,20 +219,26 @@ def config_step_costs(configs: dict, corpus: Corpus, steps: int, rounds: int) ->
     alternate between the configurations, so that a change in the machine's load touches them all
     alike. The cost of each is the median over its rounds, and its ratio to the base's is what the
     chapters compare. The record says how loaded the machine was meanwhile (`machine.Timing`).
+    `corpus` may instead map each configuration's name to its own corpus (another vocabulary):
+    each then trains on the first batches of its own.
     """
+    corpora = corpus if isinstance(corpus, dict) else dict.fromkeys(configs, corpus)
     base = next(iter(configs))
-    first = configs[base]
-    batch_plan = BatchPlan.build(corpus.ids["train"][: first.train_pairs], first.max_tokens)
-    batches = [batch_plan.step(step, corpus.tgt_vocab.specials) for step in range(steps)]
+    max_tokens, pairs = configs[base].max_tokens, configs[base].train_pairs
+    batches = {}
+    for name in configs:
+        plan = BatchPlan.build(corpora[name].ids["train"][:pairs], max_tokens)
+        specials = corpora[name].tgt_vocab.specials
+        batches[name] = [plan.step(step, specials) for step in range(steps)]
     seconds: dict[str, list[float]] = {name: [] for name in configs}
     with Timing(torch.get_num_threads()) as timing:
         for _ in range(rounds):
             for name, config in configs.items():
-                model = new_model(config, corpus)
+                model = new_model(config, corpora[name])
                 schedule = dataclasses.replace(
                     config.train_config(steps), max_steps=steps, cooldown=0
                 )
-                history = train(model, batches.__getitem__, schedule, progress=False)
+                history = train(model, batches[name].__getitem__, schedule, progress=False)
                 seconds[name].append(float(history.seconds.iloc[1:].mean()))
     median = {name: statistics.median(values) for name, values in seconds.items()}
     return {
