@@ -21,7 +21,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site slides pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -220,6 +220,16 @@ train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 samp
 
 bench-recipes: $(STAMP)  ## the search for chapter 7's hour: its recipe with one change each (an hour a candidate; resumes); writes benchmarks/results/recipes.json
 	$(PY) benchmarks/bench_recipes.py
+
+# On a GPU: `make search-recipes SEARCH_ARGS="--parallel 12"` trains twelve candidates at once (one
+# process each); then SEARCH_ARGS="--stage finalists" trains the best two by validation BLEU with three
+# seeds each and scores them on test2016. benchmarks/README.md says how to carry it to a GPU machine.
+SEARCH_ARGS ?=
+search-recipes: $(STAMP)  ## the second search for chapter 7's recipe (shared subwords, longer schedules): screened on validation, finalists' seeds on test2016; many runs at once on a GPU; writes benchmarks/results/recipes.json
+	$(PY) benchmarks/search_recipes.py $(SEARCH_ARGS)
+
+bench-step-profile: $(STAMP)  ## benchmark: where a training step's time goes on this CPU, its matrix products against the CPU's peak, the loss's block size; writes benchmarks/results/step-profile.json
+	$(PY) benchmarks/bench_step_profile.py
 
 table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes annotated/results/table3.json
 	$(PY) benchmarks/bench_table3.py

@@ -63,6 +63,7 @@ from annotated.training.sweeps import (
     config_folder,
     config_identity,
     config_step_costs,
+    missing_jobs,
     read_record,
     run_jobs,
     updating_record,
@@ -140,7 +141,9 @@ def candidate_config(name: str, seed: int = 0, smoke: bool = False) -> RunConfig
     if smoke:  # a tiny model, one epoch on 2,000 pairs; a tenth of the vocabulary
         size = None if config.vocab_size is None else config.vocab_size // 10
         config = smoke_version(config, train_pairs=2000, vocab_size=size, epochs=1)
-        config = dataclasses.replace(config, cooldown_epochs=0.5, average_last=1)
+        config = dataclasses.replace(
+            config, cooldown_epochs=0.5, average_last=1, val_sentences=40, test_sentences=40
+        )
     return config
 
 
@@ -148,13 +151,17 @@ def job(name: str, stage: str, seed: int, runs: Path, smoke: bool = False) -> Jo
     """The candidate's training for `stage`, in runs/<name>-seed<seed>-<digest>/ (a screen and a
     finalist's seed 0 share the folder: one training, scored once more on test2016)."""
     config = candidate_config(name, seed, smoke)
+    key = {"search": SEARCH, "stage": stage, "name": name, "seed": seed}
+    folder = config_folder(runs, f"{slug(name)}-seed{seed}", config)
+    return Job(f"{name} (seed {seed})", key, config, folder)
+
+
+def slug(name: str) -> str:
+    """A candidate's name as a folder's: "subwords-10k-40-epochs"."""
     safe = "".join(c if c.isalnum() else "-" for c in name)
     while "--" in safe:
         safe = safe.replace("--", "-")
-    key = {"search": SEARCH, "stage": stage, "name": name, "seed": seed}
-    return Job(
-        f"{name} (seed {seed})", key, config, config_folder(runs, f"{safe}-seed{seed}", config)
-    )
+    return safe
 
 
 def screen_jobs(names: list[str], runs: Path, smoke: bool) -> list[Job]:
@@ -223,9 +230,10 @@ def measure(job: Job, workers: int) -> dict:
     splits = ["val"] + ([TEST] if job.key["stage"] == "finalist" else [])
     scores = {}
     for split in splits:
+        limit = config.test_sentences if split == TEST else config.val_sentences  # all: None
         for decoding, beam in (("greedy", 1), ("beam", config.decoding.beam)):
             result, _ = evaluate_split(
-                final, run.corpus, split, limit=None, beam=beam, alpha=config.decoding.alpha
+                final, run.corpus, split, limit=limit, beam=beam, alpha=config.decoding.alpha
             )
             label = "test2016" if split == TEST else split
             scores[f"{label} {decoding}"] = result["BLEU"]
@@ -270,6 +278,47 @@ def bands(lines: list[dict], names: list[str]) -> dict:
         }
         out[name]["seeds"] = [x["seed"] for x in seeds]
     return out
+
+
+# ---------------------------------------------------------------- an hour on this machine
+
+
+def hour(name: str, runs: Path, smoke: bool) -> dict:
+    """The candidate as chapter 7 would train it here: within its budget of 60 training minutes
+    (compressed by the budget where the recipe does not fit), scored on validation alone."""
+    minutes = 1.0 if smoke else FULL.max_minutes
+    config = dataclasses.replace(candidate_config(name, smoke=smoke), max_minutes=minutes)
+    folder = config_folder(runs, "hour-" + slug(name), config)
+    run = train_multi30k(config, folder, progress=True)
+    final = run.averaged or run.translator
+    scores = {}
+    for decoding, beam in (("greedy", 1), ("beam", config.decoding.beam)):
+        result, _ = evaluate_split(
+            final,
+            run.corpus,
+            "val",
+            limit=config.val_sentences,
+            beam=beam,
+            alpha=config.decoding.alpha,
+        )
+        scores[f"val {decoding}"] = result["BLEU"]
+    steps = int(run.history.step.max())
+    budget = run.budget
+    return {
+        "name": name,
+        "config": config_identity(config),
+        "recipe steps": budget.recipe_steps if budget else steps,
+        "steps": steps,
+        "epochs": round(steps / run.schedule.steps_per_epoch, 1),
+        "planned steps a minute": round(60 / budget.seconds_per_step, 1) if budget else None,
+        "train minutes": round(run.history.seconds.sum() / 60, 2),
+        **scores,
+        "best val BLEU (bare weights)": float(run.evals["val BLEU"].max()),
+        "device": device_name(),
+        "machine": describe(),
+        "cpu": cpu_kind(),
+        "commit": commit(),
+    }
 
 
 # ---------------------------------------------------------------- the cost of an epoch
@@ -319,6 +368,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the candidates and stop")
     parser.add_argument("--step-costs", action="store_true", help="price an epoch of each, alone")
     parser.add_argument("--smoke", action="store_true", help="tiny models: try the machinery")
+    parser.add_argument(
+        "--hour",
+        choices=sorted(CANDIDATES),
+        help="train this candidate in chapter 7's budget of 60 minutes here (alone), val scored",
+    )
     parser.add_argument("--workers-sharing", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke and args.record == RECORD:
@@ -382,6 +436,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, (changes, why) in CANDIDATES.items():
             print(f"{name}: {changes or 'no change'} ({why})")
         return 0
+    if args.hour:
+        use_fair_threads()
+        line = hour(args.hour, args.runs, args.smoke)
+        with updating_record(args.record) as record:
+            record.setdefault("search 2: an hour", {})[f"{machine_label()}, {args.hour}"] = line
+        print(json.dumps(line, indent=1))
+        return 0
     if args.step_costs:
         use_fair_threads()
         costs = epoch_costs(args.only or list(CANDIDATES), args.smoke)
@@ -392,8 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     jobs = jobs_for(args)
     gpu = training_device().type == "cuda"
     count = args.parallel if args.parallel is not None else (GPU_WORKERS if gpu else 1)
-    if count > 1:
-        code = launch(args, argv, min(count, len(jobs)))
+    count = min(count, len(missing_jobs(jobs, read_record(args.record)["lines"])))
+    if count > 1:  # never more workers than runs to train
+        code = launch(args, argv, count)
     else:
         if args.threads is not None:
             torch.set_num_threads(args.threads)

@@ -1,0 +1,248 @@
+"""benchmarks/search_recipes.py: the second search for chapter 7's recipe. Its candidates are the
+full profile with only their changes, the screen reads no test set, the finalists are chosen by
+validation alone, each finalist's seeds give its band, every line names its machine and commit,
+and `--parallel` starts workers that share the list."""
+
+import dataclasses
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from annotated.ch03_training import rate
+from annotated.ch07_multi30k import FULL
+from annotated.training.sweeps import config_identity
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def search():
+    """benchmarks/search_recipes.py, imported the way it runs (beside common.py)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "search_recipes", BENCHMARKS / "search_recipes.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_each_candidate_is_the_full_profile_with_only_its_changes(search):
+    base = dataclasses.asdict(dataclasses.replace(FULL, max_minutes=None))
+    for name, (changes, why) in search.CANDIDATES.items():
+        config = dataclasses.asdict(search.candidate_config(name))
+        differ = {key for key in base if config[key] != base[key]}
+        assert differ == set(changes) - {k for k, v in changes.items() if base[k] == v}, name
+        assert why, name
+    assert dataclasses.asdict(search.candidate_config("full", seed=2))["seed"] == 2
+
+
+def test_the_grid_holds_three_vocabularies_on_three_schedules_stretched_as_long_is(search):
+    from annotated.ch07_multi30k import PROFILES
+
+    grid = {
+        (c.vocab_size, c.epochs, c.cooldown_epochs)
+        for name in search.CANDIDATES
+        if (c := search.candidate_config(name)).vocab_size is not None
+    }
+    for size in (8000, 10000, 16000):
+        for epochs in (20, 30, 40):
+            assert (size, epochs, epochs / 2) in grid
+    long = PROFILES["long"]  # the words' 40 epochs are the profile `long`, budget aside
+    assert search.candidate_config("full, 40 epochs") == dataclasses.replace(long, max_minutes=None)
+
+
+@pytest.mark.parametrize(("name", "peak"), [
+    ("subwords 10k, 40 epochs, peak 7e-4", 7e-4),
+    ("subwords 10k, 40 epochs, peak 1.4e-3", 1.4e-3),
+    ("subwords 10k, 40 epochs, width 512", 1.0e-3),
+    ("subwords 10k, 40 epochs, width 384", 1.0e-3),
+    ("full", 1.0e-3),
+])  # fmt: skip
+def test_a_candidates_peak_rate_is_the_one_its_name_gives_by_equation_3(search, name, peak):
+    config = search.candidate_config(name)
+    top = rate(config.warmup, config.d_model, config.warmup, config.lr_factor)
+    assert top == pytest.approx(peak, rel=2e-3), name
+    assert (
+        max(rate(s, config.d_model, config.warmup, config.lr_factor) for s in range(1, 3000)) == top
+    )
+
+
+def fake_run(config, folder):
+    """What train_multi30k returns, as far as `measure` reads it."""
+    evals = pd.DataFrame({"step": [5, 10], "epoch": [0.5, 1.0], "val BLEU": [20.0, 31.5]})
+    history = pd.DataFrame({"step": range(1, 11), "seconds": [0.6] * 10})
+    vocab = [0] * 7
+    corpus = types.SimpleNamespace(src_vocab=vocab, tgt_vocab=vocab)
+    return types.SimpleNamespace(
+        averaged="averaged", translator="last", corpus=corpus, evals=evals, history=history,
+        schedule=types.SimpleNamespace(steps_per_epoch=10), folder=folder, config=config,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def faked(search, monkeypatch, tmp_path):
+    """The search with training and decoding faked: each split's BLEU is given by `scores`."""
+    read = []
+    scores = {}
+
+    def evaluate(translator, corpus, split, *, limit, beam, alpha, copy_unknowns=True):
+        assert translator == "averaged" and limit is None  # every sentence of the split
+        read.append(split)
+        return {"BLEU": scores.get((translator, split, beam), 30.0)}, []
+
+    monkeypatch.setattr(search, "train_multi30k", lambda c, f, progress: fake_run(c, f))
+    monkeypatch.setattr(search, "evaluate_split", evaluate)
+    monkeypatch.setattr(search.torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(search, "use_fair_threads", lambda: None)
+    monkeypatch.setattr(search, "training_device", lambda: search.torch.device("cpu"))
+    monkeypatch.setenv("ANNOTATED_COMMIT", "abc123")
+    record = tmp_path / "recipes.json"
+    record.write_text(json.dumps({"lines": [{"name": "run 6"}], "step costs": {"kept": 1}}))
+    common = ["--record", str(record), "--runs", str(tmp_path / "runs"), "--threads", "1"]
+    return types.SimpleNamespace(read=read, scores=scores, record=record, args=common)
+
+
+def test_the_screen_reads_the_validation_set_alone_and_names_machine_and_commit(search, faked):
+    only = ["--only", "full", "subwords 10k, 40 epochs"]
+    assert search.main([*faked.args, *only]) == 0
+    assert set(faked.read) == {"val"}  # greedy and beam, twice: no test set
+    lines = json.loads(faked.record.read_text())["lines"]
+    assert [x["name"] for x in lines] == ["run 6", "full", "subwords 10k, 40 epochs"]
+    for line in lines[1:]:
+        assert line["stage"] == "screen" and line["search"] == "subwords" and line["seed"] == 0
+        assert not any(key.startswith("test") for key in line)
+        assert line["commit"] == "abc123" and line["machine"] and line["device"] == "cpu"
+        assert line["config"] == config_identity(search.candidate_config(line["name"]))
+        assert (
+            line["best val BLEU (bare weights)"] == 31.5 and line["epoch of best val BLEU"] == 1.0
+        )
+    faked.read.clear()
+    assert search.main([*faked.args, *only]) == 0 and faked.read == []  # recorded: nothing again
+
+
+def test_finalists_are_chosen_by_validation_alone_and_their_seeds_give_a_band(search, faked):
+    names = ["full", "subwords 8k, 20 epochs", "subwords 10k, 40 epochs"]
+    val = {"full": 38.0, "subwords 8k, 20 epochs": 36.0, "subwords 10k, 40 epochs": 41.0}
+    for name in names:  # a screen with its own validation scores
+        faked.scores.clear()
+        faked.scores.update({("averaged", "val", b): val[name] for b in (1, 4)})
+        search.main([*faked.args, "--only", name])
+    faked.read.clear()
+    faked.scores.clear()
+    faked.scores.update({("averaged", "test_2016_flickr", 4): 42.5, ("averaged", "val", 4): 40.0})
+    assert search.main([*faked.args, "--stage", "finalists", "--finalists", "2"]) == 0
+    record = json.loads(faked.record.read_text())
+    finalists = [x for x in record["lines"] if x.get("stage") == "finalist"]
+    assert [(x["name"], x["seed"]) for x in finalists] == [
+        ("subwords 10k, 40 epochs", 0), ("subwords 10k, 40 epochs", 1),
+        ("subwords 10k, 40 epochs", 2), ("full", 0), ("full", 1), ("full", 2),
+    ]  # fmt: skip
+    assert faked.read.count("test_2016_flickr") == 2 * 6  # greedy and beam, once a seed
+    band = record["search 2: finalists"]["full"]
+    assert band["test2016 beam"] == {"mean": 42.5, "lowest": 42.5, "highest": 42.5}
+    assert band["seeds"] == [0, 1, 2] and record["step costs"] == {"kept": 1}
+    # A finalist's seed 0 is its screen's run, scored once more: the same folder.
+    screen = search.job("full", "screen", 0, Path("r"))
+    assert search.job("full", "finalist", 0, Path("r")).folder == screen.folder
+    assert search.job("full", "finalist", 1, Path("r")).folder != screen.folder
+
+
+def test_ranking_uses_beam_and_greedy_and_ignores_other_searches(search):
+    lines = [
+        {"search": "subwords", "stage": "screen", "name": "a", "val beam": 40.0, "val greedy": 36.0},
+        {"search": "subwords", "stage": "screen", "name": "b", "val beam": 39.0, "val greedy": 38.0},
+        {"search": "subwords", "stage": "finalist", "name": "c", "val beam": 50.0, "val greedy": 50.0},
+        {"name": "run 6", "val beam": 60.0, "val greedy": 60.0},
+    ]  # fmt: skip
+    assert search.finalist_names(lines, 2) == ["b", "a"]
+    assert search.bands(lines, ["b"]) == {}  # no seeds yet: no band
+
+
+def test_finalists_need_a_screen_first(search, faked):
+    with pytest.raises(SystemExit, match="run --stage screen first"):
+        search.main([*faked.args, "--stage", "finalists"])
+
+
+def test_parallel_starts_workers_of_one_thread_that_do_not_start_more(
+    search, tmp_path, monkeypatch
+):
+    started = []
+
+    class Worker:
+        def __init__(self, command, stdout, stderr):
+            started.append(command)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(search.subprocess, "Popen", Worker)
+    monkeypatch.setattr(search.time, "sleep", lambda s: None)
+    argv = ["--parallel", "3", "--record", str(tmp_path / "r.json"), "--runs", str(tmp_path)]
+    assert search.main([*argv, "--only", "full", "full, 40 epochs", "subwords 8k, 20 epochs"]) == 0
+    assert len(started) == 3
+    for command in started:
+        assert command[command.index("--parallel") + 1] == "1" and command.count("--parallel") == 1
+        assert command[command.index("--threads") + 1] == "1"
+        assert command[command.index("--workers-sharing") + 1] == "3"
+    started.clear()  # never more workers than runs to train
+    assert search.main([*argv, "--only", "full", "full, 40 epochs"]) == 0 and len(started) == 2
+
+
+def test_bad_arguments_are_refused_in_one_line(search):
+    with pytest.raises(SystemExit):
+        search.parse(["--smoke"])  # toy models must not land in the book's record
+    with pytest.raises(SystemExit):
+        search.parse(["--parallel", "0"])
+
+
+def test_the_commit_is_named_by_the_environment_or_by_git(search, monkeypatch):
+    monkeypatch.setenv("ANNOTATED_COMMIT", "0123abc")
+    assert search.commit() == "0123abc"
+    monkeypatch.delenv("ANNOTATED_COMMIT")
+    head = search.commit()
+    assert len(head) == 40 or head.startswith("unknown")
+
+
+def test_epoch_costs_train_each_candidate_on_its_own_vocabulary(search, monkeypatch):
+    corpora = {}
+
+    def load(size, min_freq):
+        corpora[size] = types.SimpleNamespace(size=size)
+        return corpora[size]
+
+    seen = {}
+
+    def costs(configs, corpus, steps, rounds):
+        seen.update({name: corpus[name].size for name in configs})
+        return {"seconds per step": {name: 1.0 for name in configs}, "machine": "m"}
+
+    monkeypatch.setattr(search, "load_multi30k", load)
+    monkeypatch.setattr(search, "config_step_costs", costs)
+    monkeypatch.setattr(
+        search, "_steps_per_epoch", lambda c, corpus: 150 + (corpus.size or 0) // 1000
+    )
+    result = search.epoch_costs(["subwords 16k, 20 epochs"], smoke=False)
+    assert seen == {"full": None, "subwords 16k, 20 epochs": 16000}
+    assert result["minutes per epoch"] == {"full": 2.5, "subwords 16k, 20 epochs": 2.77}
+    assert result["epochs in 60 training minutes"]["full"] == 24.0
+
+
+@pytest.mark.slow
+def test_a_smoke_screen_trains_and_scores_a_subword_candidate(search, tmp_path, monkeypatch):
+    monkeypatch.setattr(search.torch, "set_num_threads", lambda n: None)
+    record = tmp_path / "recipes.json"
+    argv = ["--smoke", "--record", str(record), "--runs", str(tmp_path), "--threads", "1"]
+    assert search.main([*argv, "--only", "subwords 8k, 20 epochs"]) == 0
+    (line,) = json.loads(record.read_text())["lines"]
+    assert line["vocabulary"][0] == line["vocabulary"][1] <= 800  # one shared vocabulary
+    assert line["steps"] == line["steps per epoch"] > 0 and line["val BLEU by step"]
+    assert {"val beam", "val greedy"} <= set(line) and "test2016 beam" not in line
