@@ -43,16 +43,19 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 from common import RESULTS_DIR, cpu_kind, describe
 
 from annotated.base.devices import training_device
+from annotated.base.files import atomic_write
 from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import BatchPlan, Corpus, load_multi30k
 from annotated.ch06_decoding import evaluate_split
@@ -369,6 +372,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-costs", action="store_true", help="price an epoch of each, alone")
     parser.add_argument("--smoke", action="store_true", help="tiny models: try the machinery")
     parser.add_argument(
+        "--collect",
+        type=Path,
+        help="write every run's validation curve so far to this JSON file (finished or not)",
+    )
+    parser.add_argument(
         "--hour",
         choices=sorted(CANDIDATES),
         help="train this candidate in chapter 7's budget of 60 minutes here (alone), val scored",
@@ -416,12 +424,42 @@ def launch(args: argparse.Namespace, argv: list[str], count: int) -> int:
         handle = log.open("w", encoding="utf-8")
         workers.append(subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT))
         time.sleep(2)  # each claims the next run before the one after it starts
+
+    def stop(signum, frame):  # a time limit stops the search: stop the workers with it
+        for worker in workers:
+            worker.terminate()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     codes = [worker.wait() for worker in workers]
     for log, code in zip(logs, codes, strict=True):
         print(f"{log}: exit {code}")
         if code:
             print(log.read_text(encoding="utf-8")[-2000:])
     return max(codes)
+
+
+def collect(jobs: list[Job], path: Path) -> None:
+    """Each run's validation BLEU so far, from its folder's evals.csv: what a stopped search keeps
+    of the runs it had not finished (on a lent GPU, only the files written to $OUT come back)."""
+    runs = {}
+    for one in jobs:
+        evals = one.folder / "evals.csv"
+        if not evals.exists():
+            continue
+        table = pd.read_csv(evals)
+        runs[one.name] = {
+            **one.key,
+            "config": config_identity(one.config),
+            "finished": (one.folder / "history.csv").exists(),
+            "epochs of the recipe": one.config.epochs,
+            "val BLEU by epoch": table[["epoch", "val BLEU"]].values.tolist(),
+            "best val BLEU (bare weights)": float(table["val BLEU"].max()),
+        }
+    record = {"device": device_name(), "machine": describe(), "commit": commit(), "runs": runs}
+    with atomic_write(path, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1)
+    print(f"{len(runs)} runs' validation curves in {path}")
 
 
 def summary(line: dict) -> str:
@@ -451,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(costs, indent=1))
         return 0
     jobs = jobs_for(args)
+    if args.collect:
+        collect(jobs, args.collect)
+        return 0
     gpu = training_device().type == "cuda"
     count = args.parallel if args.parallel is not None else (GPU_WORKERS if gpu else 1)
     count = min(count, len(missing_jobs(jobs, read_record(args.record)["lines"])))
