@@ -294,7 +294,7 @@ def train_multi30k(
     return train_run(config, folder, corpus, progress)
 
 
-# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
+# %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # if profile == SHIPPED:  # nothing trains: the book's model, with its run's history
 #     run = load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
@@ -316,7 +316,7 @@ def train_multi30k(
 # charts, and the attention maps computed for section 4, are drawn by
 # `annotated/figures/ch07_multi30k.py`.)
 
-# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # training_chart(run.history, run.evals)
 
