@@ -35,7 +35,7 @@ def _is_clean(path: Path) -> bool:
 def code_commit() -> str:
     """The commit the measured code is checked out at, saying so when the tree has uncommitted
     changes (then the code is that commit's plus them), or why it is unknown."""
-    root = RESULTS_DIR.parent.parent
+    root = Path(__file__).resolve().parent.parent  # the checkout whose code is measured
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
