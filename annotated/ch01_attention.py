@@ -190,7 +190,7 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # )
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
-# print("output =", output[0].numpy().round(4), "  (mostly the first value, a little of the second)")
+# print("output =", output[0].numpy().round(4), "  (mostly the first value, a third of the second)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Drawn as a flow

@@ -868,8 +868,9 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 #
 # A small model (two layers, a toy vocabulary of 11 tokens) on a batch of two sentences, one of
 # them padded. The output has one row of 11 logits per target position; softmax turns each into
-# a distribution over the next token. Untrained, those distributions are arbitrary: some are
-# flat, some pick a token with confidence, and none has anything to do with the input yet.
+# a distribution over the next token. Untrained, those distributions are arbitrary, but not flat:
+# each row puts more than half its probability on one token (a flat row would give each of the 11
+# the same small share), and which token that is has nothing to do with the input yet.
 # Chapter 3 builds what it takes to train such a model, and chapter 4 trains a first one on a
 # real task.
 
@@ -887,7 +888,8 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # probabilities = logits.softmax(dim=-1)
 # print("logits:", tuple(logits.shape), " (batch, tgt_len, tgt_vocab)")
 # print("each row sums to 1:", torch.allclose(probabilities.sum(-1), torch.ones(2, 4)))
-# print(f"largest probability anywhere: {probabilities.max().item():.2f}")
+# top = probabilities.max(dim=-1).values  # each row's most likely token's probability
+# print(f"each row's largest probability: from {top.min():.2f} to {top.max():.2f}")
 
 # %% [markdown]
 # The decoder cannot cheat: changing a *later* target token leaves the logits of *earlier*

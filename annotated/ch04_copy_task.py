@@ -269,8 +269,9 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 COPY_SETUP = {
     "task": CopyTask(),
     "model": ModelConfig(src_vocab=13, tgt_vocab=13, N=2, d_model=64, d_ff=256, h=4),
-    # fp32: for matrices this small, bfloat16 autocast costs more in casts than it saves
-    # (benchmarks/bench_copy.py measures it); chapter 7's wider model is where bf16 pays.
+    # fp32: bfloat16 autocast makes a step of matrices this small only about 1.1 times as fast
+    # (benchmarks/bench_copy.py), too little to give up the same precision on every CPU, with
+    # bf16 instructions or without; chapter 7's wider model is where bf16 pays.
     "train": TrainConfig(max_steps=3000, warmup=200, checkpoint_every=100, precision="fp32"),
     "check_every": 100,
     "held_out": 200,

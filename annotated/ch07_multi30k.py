@@ -20,7 +20,8 @@
 # in a minute. This notebook was executed with the full profile, and its outputs are the real run's.
 # Section 1 adds two more: `class`, for a lecture, and `long`, for a CPU that has time to spare.
 # A fourth, `shipped`, trains nothing: it loads the model this chapter trained, which ships with the
-# book, so that a lecture or a reader without the time can go straight to the analysis (section 2).
+# book, so that a lecture or a reader without the time can go straight to the analysis (sections 3
+# and 4).
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -258,10 +259,10 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 # it, and where the learning rate is still large, as at the end of equation 3 (it only falls as
 # the inverse square root of the step), the last step's weights sit at a random spot of that
 # walk; their average sits nearer the middle. We average the snapshots of the last five
-# half-epoch evaluations (the last 2.5 epochs). Our recipe, though, also brings the rate down over
-# its last ten epochs (chapter 3's cooldown): at the first averaged snapshot it is already less
-# than a tenth of its peak, and it ends near zero, so the weights hardly walk any more and the
-# average can change little. Section 3's table shows how little: in this run the average scores
+# half-epoch evaluations (from epoch 18 to epoch 20, the last two epochs). Our recipe, though,
+# also brings the rate down over its last ten epochs (chapter 3's cooldown): at the first averaged
+# snapshot it is already less than a tenth of its peak, and it ends near zero, so the weights
+# hardly walk any more and the average can change little. Section 3's table shows how little: in this run the average scores
 # 37.01 on the validation set against the last weights' 36.97 (greedy, no copying), and 38.53
 # against 38.46 on the test set; in the notebook's previous run it came out a little below the
 # last weights instead. Either way the difference is within the noise of one run, and averaging
@@ -273,11 +274,11 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 # minutes do not include the evaluations, nor any time the run was stopped.
 #
 # **Without the time to train.** The model this notebook trained ships with the book, in
-# `annotated/model/`: its averaged weights, each matrix in 8 to 12 bits (the same files the site's
+# `annotated/model/`: its averaged weights, each matrix in 9 to 12 bits (the same files the site's
 # "Try the model" page runs), its vocabularies, and the run's history and evaluations. With
-# `ANNOTATED_PROFILE=shipped` the cell below loads it instead of training (`load_shipped_run`, in
-# `annotated/training/shipped.py`), and says so; every section after it then runs on that model in
-# a few minutes, its scores computed afresh. Section 3 scores the shipped copy beside the run's
+# `ANNOTATED_PROFILE=shipped` the training cell, the one after `train_multi30k`, loads it instead
+# of training (`load_shipped_run`, in `annotated/training/shipped.py`), and says so; every section
+# after it then runs on that model in a few minutes, its scores computed afresh. Section 3 scores the shipped copy beside the run's
 # own weights.
 
 
@@ -293,7 +294,7 @@ def train_multi30k(
     return train_run(config, folder, corpus, progress)
 
 
-# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
+# %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
 # if profile == SHIPPED:  # nothing trains: the book's model, with its run's history
 #     run = load_shipped_run(config, RUNS_DIR / "multi30k-shipped")
@@ -315,7 +316,7 @@ def train_multi30k(
 # charts, and the attention maps computed for section 4, are drawn by
 # `annotated/figures/ch07_multi30k.py`.)
 
-# %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
+# %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # training_chart(run.history, run.evals)
 
@@ -449,7 +450,7 @@ def train_multi30k(
 # print(scores["chrF signature"][0])
 
 # %% [markdown]
-# **The model the book ships** is this run's average, each matrix stored in 8 to 12 bits
+# **The model the book ships** is this run's average, each matrix stored in 9 to 12 bits
 # (`annotated/export/browser_model.py` says how the bits are chosen): 9.72 MB of weights where
 # float32 takes 29.31. Rounded so, it scored 40.15 with beam search and 39.17 greedily on the
 # whole test set when the book was made, against 40.19 and 39.17 for the run's own float32 weights

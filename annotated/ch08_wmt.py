@@ -179,10 +179,11 @@ def wmt_text(split: str, variant: str) -> list[tuple[str, str]]:
 # vocabulary costs on Multi30k. On WMT a word vocabulary is not even an option: the news and web
 # text has millions of distinct German word forms (compounds, inflections, names), and any list of
 # words short enough to train would leave many of them unknown. So this chapter uses `Subwords`
-# throughout, at the paper's scale: about 37,000 symbols, learned from the English and German
-# sides of the training data together and shared by both (and by the three embedding matrices,
-# section 5 below). Rare names come apart into frequent pieces (the cell below splits "Tymoshenko"
-# into five), and nothing is ever `<unk>`.
+# throughout, learned from the English and German sides of the training data together and shared
+# by both (and by the three embedding matrices, section 5 below). The paper's vocabulary has about
+# 37,000 symbols; the sample run here learns 8,000, because its 10,000 sentences cannot fill more
+# with useful pieces (section 3's table). Rare names come apart into frequent pieces (section 4
+# prints "Tymoshenko" split into five), and nothing is ever `<unk>`.
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -353,8 +354,10 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # subword_table(corpus)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# How the vocabulary cuts sentences: common words stay whole; names, compounds and rare forms
-# come apart into frequent pieces. `▁` marks the start of a word.
+# How the vocabulary cuts sentences: the most frequent words ("and", "still", "sich", "das") stay
+# whole; names, compounds and rare forms come apart into frequent pieces, and with only 8,000
+# symbols learned from 10,000 sentences so do some common words ("love", "lieben"). `▁` marks the
+# start of a word.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # subwords = corpus.src_vocab

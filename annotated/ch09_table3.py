@@ -11,7 +11,8 @@
 # (chapter 3 introduced it; section 3 below says exactly how we measure it; lower is better), and
 # BLEU, chapter 6's score of the translations themselves (higher is better). Courses quote that
 # table and move on. We found no public re-run of it at a scale a student can afford, which is no
-# surprise: each of its lines cost twelve hours on eight GPUs.
+# surprise: each of its lines trains a model for 100,000 steps (Table 3's steps column; `big`
+# 300,000), and 100,000 steps took the base model twelve hours on eight GPUs (section 5.2).
 #
 # This chapter re-runs it at a size two CPU cores can afford: every line of Table 3, rows A to E,
 # trained on Multi30k (chapter 7's data and word vocabularies) under one fixed budget. It adds what
@@ -124,8 +125,9 @@ from annotated.training.sweeps import (
 #
 # Three things to keep in mind when setting our numbers beside these. The paper's perplexity is per
 # word-piece of its shared vocabulary, ours per word of our English vocabulary, so only the
-# *direction* and the *relative* size of a change can be compared, never the levels. Every paper
-# line is a single run: the table has no error bars, so a difference of 0.1 BLEU may be chance.
+# *direction* and the *relative* size of a change can be compared, never the levels. The paper
+# gives one number per line and no error bars, and does not say how many runs stand behind each,
+# so a difference of 0.1 BLEU there may be chance.
 # And the paper measured without checkpoint averaging; so do we.
 
 
@@ -224,7 +226,7 @@ def paper_table() -> pd.DataFrame:
 # ## 2. The budget, and the base at our scale
 #
 # Twenty-one models have to fit in a few hours of two CPU cores, so each one gets minutes where the
-# paper's got twelve hours. A budget can be fixed in two ways: the same number of steps for every
+# paper's base model trained for twelve hours (section 5.2). A budget can be fixed in two ways: the same number of steps for every
 # line, or the same number of minutes. We fix **steps**, as the paper did (each line of its Table 3
 # trained for the base's 100,000 steps unless it says otherwise). Every line then sees the same
 # batches in the same order, and its numbers do not depend on how fast the machine that trained
@@ -610,8 +612,8 @@ def noise_band(lines: list[dict]) -> pd.DataFrame:
 #
 # For each variant: how far it moved BLEU (in points) and perplexity (in percent, since only
 # relative changes compare across vocabularies) from the base's mean, and which way the paper's
-# line moved from the paper's base. The paper reports one run per line, so we read a paper change
-# below 0.2 BLEU or 1% of perplexity as "same". The verdict says whether our measurement agrees
+# line moved from the paper's base. The paper reports one number per line, with no spread, so we
+# read a paper change below 0.2 BLEU or 1% of perplexity as "same". The verdict says whether our measurement agrees
 # with the paper's direction, disagrees, or is too small to tell at our noise.
 
 

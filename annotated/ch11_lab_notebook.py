@@ -378,13 +378,18 @@
 #
 # from annotated.ch06_decoding import DecodeConfig
 # from annotated.ch07_multi30k import PROFILES, train_multi30k
+# from annotated.training.config import RUNS_DIR
 #
 # run6 = replace(PROFILES["full"], N=3, max_minutes=None, decoding=DecodeConfig(beam=4, alpha=0.6))
 # run4 = replace(run6, p_drop=0.2, p_drop_final=None)
 # run2 = replace(run4, norm_first=True, warmup=300, lr_factor=0.7)
 # run3 = replace(run2, vocab_size=8000)
-# train_multi30k(replace(run6, seed=1), "runs/lab-run6-seed1")  # an hour of training
+# train_multi30k(replace(run6, seed=1), RUNS_DIR / "lab-run6-seed1")  # an hour of training
 # ```
+#
+# `RUNS_DIR` is the book's folder for runs, the one chapter 7 trains in; a relative path such as
+# `"runs/lab-run6-seed1"` would instead land beside wherever the code runs (from this notebook, in
+# `notebooks/runs/`).
 #
 # These re-make the recipes with today's code, not the original runs bit for bit. The code may
 # differ in small ways from the code of the time, and the machine will differ, so expect scores

@@ -14,6 +14,7 @@ beside it, as `<name>.busy.json`, with a warning.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,12 +32,34 @@ def _is_clean(path: Path) -> bool:
     return isinstance(timing, dict) and timing.get("busy") is False
 
 
+def code_commit() -> str:
+    """The commit the measured code is checked out at, saying so when the tree has uncommitted
+    changes (then the code is that commit's plus them), or why it is unknown."""
+    root = Path(__file__).resolve().parent.parent  # the checkout whose code is measured
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown: not measured in a git checkout"
+    return f"{head} with uncommitted changes" if changed else head
+
+
 def write_results(name: str, record: dict, quiet: bool = False) -> Path:
     """Write benchmarks/results/<name>.json (atomically) and print it (unless `quiet`).
 
+    The record names the commit its code was measured on ("commit"), unless it names one already.
     A record whose "timing" says the machine was busy never replaces one taken on an idle
     machine: it is written to <name>.busy.json instead, and a warning says so.
     """
+    record = {**record, "commit": record.get("commit") or code_commit()}
     path = RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     busy = bool(record.get("timing", {}).get("busy"))

@@ -190,10 +190,27 @@ def printed(text: str) -> str:
     return f'<pre class="output">{html.escape(_cut_lines(text))}</pre>'
 
 
+def without_default_index(markup: str) -> str:
+    """A DataFrame's HTML table without its index column when that is pandas' default 0, 1, 2...
+    (a count, not data: noise on a slide); any other index, or a header of several rows, is kept."""
+    head, _, body = markup.partition("<tbody>")
+    rows = re.findall(r"<tr\b[^>]*>\s*<th>([^<]*)</th>", body)
+    if (
+        head.count("<tr") != 1
+        or not re.search(r"<thead>\s*<tr\b[^>]*>\s*<th>\s*</th>", head)
+        or len(rows) != body.count("<tr")
+        or rows != [str(i) for i in range(len(rows))]
+    ):
+        return markup
+    head = re.sub(r"(<thead>\s*<tr\b[^>]*>)\s*<th>\s*</th>", r"\1", head, count=1)
+    return head + "<tbody>" + re.sub(r"(<tr\b[^>]*>)\s*<th>\d+</th>", r"\1", body)
+
+
 def cut_table(markup: str) -> str:
     """An HTML table (a DataFrame's) with at most MAX_TABLE_ROWS body rows, and a row saying how
-    many more the notebook has; pandas' scoped style block left out (the deck styles tables)."""
-    markup = re.sub(r"<style scoped>.*?</style>", "", markup, flags=re.S)
+    many more the notebook has; pandas' scoped style block and default index left out (the deck
+    styles tables)."""
+    markup = without_default_index(re.sub(r"<style scoped>.*?</style>", "", markup, flags=re.S))
     rows = list(re.finditer(r"<tr\b.*?</tr>", markup.partition("<tbody>")[2], flags=re.S))
     if len(rows) <= MAX_TABLE_ROWS:
         return f'<div class="output table">{markup}</div>'

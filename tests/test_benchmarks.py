@@ -27,8 +27,13 @@ def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys)
     assert (
         "the machine was busy (load average 2.10 before)" in err and "multi30k.json is kept" in err
     )
-    assert json.loads((tmp_path / "multi30k.json").read_text()) == clean
-    assert json.loads((tmp_path / "multi30k.busy.json").read_text()) == busy
+    written = json.loads((tmp_path / "multi30k.json").read_text())
+    assert written.pop("commit") == common.code_commit()  # the code measured, named by its commit
+    assert written == clean
+    assert json.loads((tmp_path / "multi30k.busy.json").read_text()) == {
+        **busy,
+        "commit": common.code_commit(),
+    }
     # A clean record replaces a clean one; a busy one may replace a record of unknown conditions.
     again = dict(clean, minutes=31.5)
     assert common.write_results("multi30k", again, quiet=True) == tmp_path / "multi30k.json"

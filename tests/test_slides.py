@@ -416,3 +416,30 @@ def test_a_slide_shows_what_a_cell_printed_but_not_its_logs():
     said = {"output_type": "stream", "name": "stdout", "text": "7.3M parameters\n"}
     assert bookslides.render_output(log) == ""
     assert "7.3M parameters" in bookslides.render_output(said)
+
+
+def test_a_tables_default_index_is_left_off_its_slide():
+    """pandas' 0, 1, 2... index is a count, not data (chapter 2's offsets table showed it before
+    its "offset k"): a slide leaves it off, and keeps any other index."""
+    pd = pytest.importorskip("pandas")
+    counted = bookslides.cut_table(pd.DataFrame({"offset k": [1, 2], "cos": [0.5, 0.2]}).to_html())
+    assert "<th>0</th>" not in counted and "<th>1</th>" not in counted
+    assert "<th></th>" not in counted and "<th>offset k</th>" in counted
+    assert counted.count("<td>") == 4
+    named = bookslides.cut_table(pd.DataFrame({"BLEU": [40.1]}, index=["beam"]).to_html())
+    assert "<th>beam</th>" in named and "<th></th>" in named
+
+
+def test_chapter_7s_training_slide_shows_the_curves():
+    """The "2. Training" slide carries the run's curves, not only the lines the run prints."""
+    notebook = json.loads((bookslides.NOTEBOOKS / "ch07_multi30k.ipynb").read_text())
+    cells = notebook["cells"]
+    start = next(i for i, c in enumerate(cells) if "## 2. Training" in "".join(c["source"]))
+    slide = [cells[start]]
+    for cell in cells[start + 1 :]:
+        kind = cell["metadata"].get("slideshow", {}).get("slide_type")
+        if kind in ("slide", "subslide"):
+            break
+        if kind in ("-", "fragment"):
+            slide.append(cell)
+    assert any("training_chart(" in "".join(c["source"]) for c in slide), "no curves on the slide"

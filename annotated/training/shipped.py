@@ -1,12 +1,13 @@
 """Chapter 7's trained translator as the book ships it: read back into a PyTorch `Translator`.
 
 The repository and the wheel carry one copy of chapter 7's averaged model, in `annotated/model/`:
-`model.bin`, every weight matrix stored in 8 to 12 bits (one float16 scale for each group of 64
-along a row, times a power of two the matrix shares; biases and norms in float32), and
-`model.json`, the manifest (where each tensor lies in model.bin and how it is stored, the model's
-settings, both vocabularies, the decoding settings, and the run it came from: its folder, the
-SHA-256 of its averaged weights and its scores); and the run's `history.csv` and `evals.csv`. `annotated/export/browser_model.py` writes both
-(`make try-model`), and the site's "Try the model" page computes with the same files.
+`model.bin`, every weight matrix stored in 9 to 12 bits (the export may give a matrix 8 to 12;
+one float16 scale for each group of 64 along a row, times a power of two the matrix shares;
+biases and norms in float32), and `model.json`, the manifest (where each tensor lies in model.bin
+and how it is stored, the model's settings, both vocabularies, the decoding settings, and the run
+it came from: its folder, the SHA-256 of its averaged weights and its scores); and the run's
+`history.csv` and `evals.csv`. `annotated/export/browser_model.py` writes both (`make
+try-model`), and the site's "Try the model" page computes with the same files.
 
 `load_shipped` is what a reader without a trained run gets: `python -m annotated.translate` uses
 it, and chapter 7's `shipped` profile the whole run (`load_shipped_run`). Reading a file never runs code from it: the manifest is
