@@ -23,8 +23,11 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 .PHONY: help setup lock book site slides pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
         bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
 
+# Every rule with a `## ` description, in the file's order; the names padded to the longest one.
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[A-Za-z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' \
+	  '{ name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1) } \
+	  END { for (i = 1; i <= NR; i++) printf "  make %-" width "s  %s\n", name[i], text[i] }'
 
 setup: $(STAMP)  ## create .venv and install the book with its tools
 
@@ -244,9 +247,11 @@ SETS   ?= multi30k
 class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
 	$(PY) -m annotated.base.datasets $(FOLDER) --sets $(SETS)
 
-# The page's files are committed: after retraining chapter 7 (and re-executing its notebook), run
-# this and commit site/try/; tests/test_try_page.py fails until then.
-try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) for the site's "Try the model" page, into site/try/
+# The export is committed: after retraining chapter 7 (and re-executing its notebook), run this
+# and commit annotated/model/ (the weights the page and the package load) and
+# site/try/reference.json (what the browser test holds the page to); tests/test_try_page.py and
+# tests/test_shipped.py fail until then. See annotated/export/browser_model.py.
+try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) as the book ships it, into annotated/model/, and the page's reference translations into site/try/reference.json
 	$(PY) -m annotated.export.browser_model
 
 bench-shipped: $(STAMP)  ## benchmark: test2016 BLEU and size of chapter 7's model as float32, as shipped (quantized) and as float16; writes benchmarks/results/shipped.json

@@ -4,10 +4,12 @@ The run folder holds the checkpoint, the vocabularies and the history; running t
 again resumes a stopped run, or just reports a finished one. A time budget (`--minutes 30`)
 plans how many steps fit before training starts and shrinks the whole schedule to them, so that
 warmup, cooldown and averaging all finish inside it; without the option the profile's budget
-applies, and `--minutes none` trains the recipe whatever the time. ANNOTATED_PROFILE=smoke (or
---profile smoke) selects the tiny CI profile. A wrong setting, missing data or a checkpoint of
-another configuration is reported in one line that names the file and what to do, with exit
-status 2. WMT also runs data-parallel under torchrun:
+applies, and `--minutes none` trains the recipe whatever the time. Without --profile, the profile
+is $ANNOTATED_PROFILE's (CI sets smoke, the tiny one), else full for multi30k and sample for wmt.
+ANNOTATED_PROFILE=shipped is refused: it names the model the book ships, which chapter 7 loads
+instead of training. A wrong setting, missing data or a checkpoint of another configuration is
+reported in one line that names the file and what to do, with exit status 2. WMT also runs
+data-parallel under torchrun:
 
     torchrun --standalone --nproc_per_node=8 -m annotated.train wmt --profile base
 """
@@ -23,11 +25,12 @@ from pathlib import Path
 from annotated.base.files import FolderInUseError
 
 TASKS = ("multi30k", "wmt")
+DEFAULT_PROFILES = {"multi30k": "full", "wmt": "sample"}  # as chapters 7 and 8 choose them
 COLUMNS = ["split", "weights", "decoding", "<unk> copied", "BLEU", "chrF", "sentences/s"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    profiles = task_profiles()
+def arguments(profiles: dict[str, tuple[str, ...]]) -> argparse.ArgumentParser:
+    """The command line's parser, for the tasks' `profiles` (`task_profiles()`)."""
     parser = argparse.ArgumentParser(
         prog="python -m annotated.train", description=__doc__.split("\n")[0]
     )
@@ -37,14 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted({p for names in profiles.values() for p in names}),
         default=None,
         help="; ".join(f"{task}: {', '.join(names)}" for task, names in profiles.items())
-        + " (default: smoke if $ANNOTATED_PROFILE=smoke, else full / sample)",
+        + " (default: the one $ANNOTATED_PROFILE names, else "
+        + " / ".join(DEFAULT_PROFILES[task] for task in profiles)
+        + ")",
     )
     parser.add_argument(
         "--run-dir",
         type=Path,
         default=None,
-        help="default: <runs>/<task>-<profile>, <runs> being runs/ in a checkout, else "
-        "$ANNOTATED_RUNS_DIR or the user's data folder (~/.local/share/annotated/runs on Linux)",
+        help="default: <runs>/<task>-<profile>, <runs> being $ANNOTATED_RUNS_DIR if set, else "
+        "runs/ in a checkout, else the user's data folder (~/.local/share/annotated/runs on Linux)",
     )
     parser.add_argument(
         "--minutes",
@@ -56,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         "default: the profile's, 60 for multi30k full)",
     )
     parser.add_argument("--no-scores", action="store_true", help="skip the final BLEU/chrF scores")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    profiles = task_profiles()
+    parser = arguments(profiles)
     args = parser.parse_args(argv)
     if args.profile is not None and args.profile not in profiles[args.task]:
         parser.error(f"{args.task} has the profiles {', '.join(profiles[args.task])}")
@@ -64,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--run-dir {args.run_dir} is a file; give a folder (it is created if missing)"
         )
     try:
+        refuse_shipped(args)
         return run(args)
     except (ValueError, OSError, FloatingPointError, FolderInUseError) as error:
         # A wrong setting, missing data, a checkpoint of another run, a full disk: the message says
@@ -78,6 +90,21 @@ def task_profiles() -> dict[str, tuple[str, ...]]:
     from annotated.ch08_wmt import WMT_PROFILES
 
     return {"multi30k": tuple(PROFILES), "wmt": tuple(WMT_PROFILES)}
+
+
+def refuse_shipped(args: argparse.Namespace) -> None:
+    """Stop before anything starts when $ANNOTATED_PROFILE names chapter 7's shipped model (not a
+    --profile choice): it has no recipe of its own, and would train the full one into
+    <runs>/multi30k-shipped."""
+    from annotated.ch07_multi30k import SHIPPED, profile_config
+
+    if args.task == "multi30k" and profile_config(args.profile)[0] == SHIPPED:
+        raise ValueError(
+            "ANNOTATED_PROFILE=shipped is the book's trained model, which needs no training: "
+            "chapter 7 loads it under that profile, and `python -m annotated.translate "
+            "--checkpoint shipped` translates with it; to train your own, unset "
+            "ANNOTATED_PROFILE or pass --profile full"
+        )
 
 
 def budget_minutes(text: str) -> float | None:

@@ -18,9 +18,11 @@ a checkpoint (checkpoints are read with `weights_only=True`, so a file that woul
 unpickled is refused), a checkpoint without a vocabulary beside it (another task's model), a
 vocabulary that does not fit the model, or a bad option.
 
-The default model is the one `make train-multi30k` writes (its averaged weights), else the class
-or smoke run's, from runs/ in a checkout or the user's runs folder for an installed book
-(`files.runs_dir`); with no run trained, the book's shipped model (chapter 7's, in
+The default model is the longest Multi30k run trained here: the long run's (`--profile long`),
+else the full run's (`make train-multi30k`), else the class or smoke run's; of that run, its
+averaged weights, else its latest checkpoint. The runs are looked for in $ANNOTATED_RUNS_DIR if
+set, else in runs/ in a checkout, else in the user's runs folder for an installed book
+(`files.runs_dir`). With no run trained, the book's shipped model (chapter 7's, in
 `annotated/model/`), saying so in one line. --checkpoint takes another run's file or folder, or
 `shipped`. The beam and length penalty default to those the checkpoint's
 run used (chapter 7's Multi30k runs: beam 4, alpha 2.5; chapter 8's WMT runs: beam 4, alpha 0.6).
@@ -75,7 +77,8 @@ def _bounded(kind: type, low: float, high: float, name: str) -> Callable[[str], 
     return parse
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def arguments() -> argparse.ArgumentParser:
+    """The command line's parser."""
     parser = argparse.ArgumentParser(
         prog="python -m annotated.translate",
         description="Translate sentences, one per line on stdin, into one line each on stdout.",
@@ -90,9 +93,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="a checkpoint file or a run folder, or `shipped` for the book's own trained model "
-        "(default: the best Multi30k run trained here, long, full, class or smoke, in runs/ or "
-        "$ANNOTATED_RUNS_DIR: its averaged.pt, else its checkpoint.pt; with none, the shipped "
-        "model)",
+        "(default: the longest Multi30k run trained here, long, full, class or smoke, in "
+        "$ANNOTATED_RUNS_DIR if set, else in runs/ in a checkout, else in the user's data folder "
+        "(~/.local/share/annotated/runs on Linux): its averaged.pt, else its checkpoint.pt; with "
+        "none, the shipped model)",
     )
     parser.add_argument(
         "--beam",
@@ -118,7 +122,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=MAX_TOKENS,
         help=f"leave lines longer than this many source tokens untranslated (default {MAX_TOKENS})",
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def decode_line(raw: bytes, number: int, warn: Callable[[str], None]) -> str:
@@ -217,7 +221,7 @@ def choose_model(checkpoint: Path | None, warn: Callable[[str], None]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = arguments().parse_args(argv)
 
     def warn(message: str) -> None:
         print(f"translate: {message}", file=sys.stderr, flush=True)

@@ -2,14 +2,25 @@
 
 The commands are found where a reader meets them, in the README, the chapters, the course page
 and the Makefile, so a command renamed, moved or broken at import fails here with its name.
+`make help` lists every target of the Makefile, one a line, and what the help texts of
+`python -m annotated.train` and `python -m annotated.translate` say about a default or an order is
+held to the code that decides it: each test asks that code (with the variables and folders it
+reads planted in a temporary folder) and compares its answer with the sentence.
 """
 
+import argparse
 import re
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from annotated import train, translate
+from annotated.base import files
+from annotated.training.config import PROFILE_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND = re.compile(
@@ -56,3 +67,193 @@ def test_every_documented_command_answers_help():
         if process.returncode != 0 or "usage:" not in out:
             failed.append(f"python {command} --help (exit {process.returncode}): {out[-400:]}")
     assert not failed, "\n\n".join(failed)
+
+
+# --------------------------------------------------------------------------------- make help
+
+
+def makefile() -> str:
+    """The Makefile with its continued lines joined."""
+    return (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+
+
+def described_targets() -> dict[str, str]:
+    """Each rule with a `## ` description: its target and the description."""
+    rule = re.compile(r"^([A-Za-z0-9_.-]+):[^=\n]*?## (.*)$", re.M)
+    return {name: text.strip() for name, text in rule.findall(makefile())}
+
+
+def phony_targets() -> set[str]:
+    return {
+        name for line in re.findall(r"^\.PHONY:(.*)$", makefile(), re.M) for name in line.split()
+    }
+
+
+def test_every_target_has_a_description_for_make_help():
+    undescribed = sorted(phony_targets() - set(described_targets()))
+    assert not undescribed, f"give these targets a `## ` description: {undescribed}"
+
+
+def test_make_help_lists_every_target_on_a_line_of_its_own():
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "-s", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    targets = described_targets() | dict.fromkeys(phony_targets() - set(described_targets()), "")
+    columns = set()
+    for name, text in targets.items():
+        # the name, at least two spaces, then its description: never run into each other
+        line = re.compile(rf"  make {re.escape(name)} {{2,}}{re.escape(text)}")
+        lines = [shown_line for shown_line in shown if line.fullmatch(shown_line)]
+        assert len(lines) == 1, f"make help shows `{name}` on {len(lines)} lines of its own"
+        columns.add(lines[0].index(text, len(f"  make {name}")))
+    assert len(columns) == 1, f"the descriptions start in the columns {sorted(columns)}"
+
+
+def test_try_models_description_names_the_files_the_export_writes():
+    from annotated.export import browser_model
+
+    described = described_targets()["try-model"]
+    for path in (browser_model.DEFAULT_OUT, browser_model.REFERENCE_FILE):
+        where = path.relative_to(files.REPO_ROOT).as_posix()
+        assert where in described, f"make try-model writes into {where}: {described!r}"
+
+
+# ------------------------------------------------- the help texts against the code behind them
+
+
+def option_help(parser: argparse.ArgumentParser, option: str) -> str:
+    return next(action.help for action in parser._actions if option in action.option_strings)
+
+
+def stated_order(text: str, names: dict[str, str]) -> list[str]:
+    """The keys of `names` in the order the text first names each (its value, as a whole word)."""
+    where = {}
+    for key, name in names.items():
+        found = re.search(rf"(?<![\w$]){re.escape(name)}(?!\w)", text)
+        assert found, f"{name!r} is not named in: {text!r}"
+        where[key] = found.start()
+    return sorted(where, key=where.get)
+
+
+def docstring_paragraph(module, start: str) -> str:
+    """The paragraph of the module's docstring that begins with `start`, on one line."""
+    paragraph = next(p for p in module.__doc__.split("\n\n") if p.strip().startswith(start))
+    return " ".join(paragraph.split())
+
+
+RUNS_PLACES = {
+    "variable": f"${files.RUNS_DIR_ENV}",
+    "checkout": "checkout",
+    "user": "user's",
+}
+
+
+def runs_folder_order(tmp_path: Path, monkeypatch) -> list[str]:
+    """The places `files.runs_dir()` takes the runs folder from, the one it prefers first: found by
+    offering it two at once (the user's folder is always on offer), each in tmp_path."""
+    variable, user = tmp_path / "variable", tmp_path / "user"
+    monkeypatch.setattr(files, "user_folder", lambda kind: user / kind)
+    places = {
+        variable: "variable",
+        files.REPO_ROOT / "runs": "checkout",
+        user / "data" / "runs": "user",
+    }
+
+    def chosen(with_variable: bool, in_checkout: bool) -> str:
+        if with_variable:
+            monkeypatch.setenv(files.RUNS_DIR_ENV, str(variable))
+        else:
+            monkeypatch.delenv(files.RUNS_DIR_ENV, raising=False)
+        monkeypatch.setattr(files, "in_checkout", lambda: in_checkout)
+        return places[files.runs_dir()]
+
+    wins = Counter([chosen(True, True), chosen(True, False), chosen(False, True)])
+    return sorted(RUNS_PLACES, key=lambda place: -wins[place])
+
+
+def runs_folder_sentences() -> dict[str, str]:
+    return {
+        "train --run-dir": option_help(train.arguments(train.task_profiles()), "--run-dir"),
+        "translate --checkpoint": option_help(translate.arguments(), "--checkpoint"),
+        "translate's docstring": docstring_paragraph(translate, "The default model"),
+    }
+
+
+@pytest.mark.parametrize("where", sorted(runs_folder_sentences()))
+def test_the_runs_folders_order_is_stated_as_files_runs_dir_decides_it(
+    where, tmp_path, monkeypatch
+):
+    order = runs_folder_order(tmp_path, monkeypatch)
+    text = runs_folder_sentences()[where]
+    assert stated_order(text, RUNS_PLACES) == order, f"{where} says: {text!r}"
+
+
+def default_model_order(tmp_path: Path) -> list[str]:
+    """The profiles whose runs `translate.default_checkpoint` takes, the one it prefers first: a run
+    of every profile chapter 7 can train planted in tmp_path, the chosen one removed each time."""
+    from annotated.ch07_multi30k import PROFILES
+
+    for profile in PROFILES:
+        (tmp_path / f"multi30k-{profile}").mkdir()
+        (tmp_path / f"multi30k-{profile}" / "averaged.pt").write_bytes(b"")
+    order = []
+    while (found := translate.default_checkpoint(tmp_path)).exists():
+        order.append(found.parent.name.removeprefix("multi30k-"))
+        shutil.rmtree(found.parent)
+    assert sorted(order) == sorted(PROFILES), f"translate never takes {set(PROFILES) - set(order)}"
+    return order
+
+
+@pytest.mark.parametrize("where", ["translate --checkpoint", "translate's docstring"])
+def test_the_default_models_order_is_stated_as_translate_decides_it(where, tmp_path):
+    order = default_model_order(tmp_path)
+    text = runs_folder_sentences()[where]
+    assert stated_order(text, {profile: profile for profile in order}) == order, (
+        f"translate takes the runs in the order {order}; {where} says: {text!r}"
+    )
+
+
+def test_trains_default_profile_is_stated_as_the_chapters_choose_it(monkeypatch):
+    from annotated.ch07_multi30k import profile_config
+    from annotated.ch08_wmt import wmt_profile
+
+    choosers = {"multi30k": profile_config, "wmt": wmt_profile}
+    profiles = train.task_profiles()
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    defaults = [choosers[task](None)[0] for task in profiles]
+    ignored = []  # the profiles the variable can name that the chapters would not take from it
+    for task, names in profiles.items():
+        for name in names:
+            monkeypatch.setenv(PROFILE_ENV, name)
+            if choosers[task](None)[0] != name:
+                ignored.append(f"{task} {name}")
+    text = option_help(train.arguments(profiles), "--profile")
+    default = re.search(r"\(default: (.*)\)$", text).group(1)
+    assert f"${PROFILE_ENV}" in default, text
+    if not ignored:  # every profile is taken from the variable: the help may not tie it to one
+        assert not re.search(rf"\${PROFILE_ENV}\s*=", default), text
+    assert default.endswith("else " + " / ".join(defaults)), text
+
+
+def test_the_numbers_given_as_defaults_are_the_options_defaults():
+    from annotated.ch07_multi30k import PROFILES
+
+    parsers = {"train": train.arguments(train.task_profiles()), "translate": translate.arguments()}
+    for command, parser in parsers.items():
+        for action in parser._actions:
+            if isinstance(action.default, int | float) and not isinstance(action.default, bool):
+                assert f"default {action.default}" in action.help, (command, action.help)
+    # where the option itself has no default, the one the command falls back to
+    full = PROFILES["full"]
+    minutes = re.search(r"(\d+) for multi30k full", option_help(parsers["train"], "--minutes"))
+    assert float(minutes.group(1)) == full.max_minutes
+    beam = re.search(r"else (\d+)\)", option_help(parsers["translate"], "--beam"))
+    assert int(beam.group(1)) == full.decoding.beam
+    alpha = re.search(r"else chapter 7's ([\d.]+)\)", option_help(parsers["translate"], "--alpha"))
+    assert float(alpha.group(1)) == full.decoding.alpha

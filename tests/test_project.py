@@ -377,3 +377,47 @@ def test_every_name_a_notebook_uses_is_imported_or_defined(tmp_path):
             missing[source.stem] = found
     assert not missing, missing
     assert undefined_names("print(never_defined)\n", tmp_path), "the check must see a missing name"
+
+
+def readme_sections_named(text: str) -> list[str]:
+    """The README sections a comment names, `README, "Title"` or `README's "Title"`, a title
+    that runs over two comment lines joined."""
+    joined = " ".join(re.sub(r"^\s*#", "", line) for line in text.splitlines())
+    return re.findall(r"\bREADME(?:\.md)?(?:,|'s)?\s+\"([^\"]+)\"", " ".join(joined.split()))
+
+
+def test_the_readme_sections_the_setup_files_name_exist():
+    assert readme_sections_named('# see the README, "On a GPU,\n# or on a CPU"') == [
+        "On a GPU, or on a CPU"
+    ]
+    readme = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    headings = re.findall(r"^#+ (.+)$", readme, re.M)  # not a code block's comments
+    for name in ("Makefile", "pyproject.toml", "environment.yml"):
+        for section in readme_sections_named((ROOT / name).read_text(encoding="utf-8")):
+            assert section in headings, f'{name} names the README\'s "{section}": {headings}'
+
+
+def test_environment_ymls_cpu_steps_make_the_environment_it_describes():
+    """The commands at the top of environment.yml (a CPU torch first, then the file) name the
+    file's environment, channel, Python and torch, and PyTorch's CPU index."""
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    env = yaml.safe_load(text)
+    steps = [line[4:].split() for line in text.splitlines() if line.startswith("#   ")]
+    create, activate, torch_line, update = steps
+    (python,) = [d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python=")]
+    assert create[:2] == ["conda", "create"] and ["-n", env["name"]] == create[2:4], create
+    assert {"pip", python} <= set(create), create
+    for channel in env["channels"]:
+        assert f"-c {channel}" in " ".join(create), create
+    assert activate == ["conda", "activate", env["name"]]
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    requirements = [Requirement(line) for line in pip_section if not line.startswith("-")]
+    (torch,) = [str(r) for r in requirements if r.name == "torch"]
+    assert torch_line == [
+        "pip",
+        "install",
+        torch,
+        "--index-url",
+        "https://download.pytorch.org/whl/cpu",
+    ]
+    assert update == ["conda", "env", "update", "-f", "environment.yml"]

@@ -352,6 +352,26 @@ def test_train_with_an_unknown_profile_in_the_environment_says_which_exist(tmp_p
     assert "Traceback" not in result.stderr
 
 
+def test_train_refuses_the_shipped_profile_in_one_line_and_trains_nothing(tmp_path, monkeypatch):
+    """ANNOTATED_PROFILE=shipped (chapter 7's way to load the book's model) would otherwise train
+    the full recipe into multi30k-shipped: refused before anything starts."""
+    from annotated import ch07_multi30k
+
+    trained = []
+
+    def train_multi30k(config, folder, *args, **kw):
+        trained.append(folder)
+        raise ValueError(f"started training into {folder}")
+
+    monkeypatch.setattr(ch07_multi30k, "train_multi30k", train_multi30k)
+    monkeypatch.setenv("ANNOTATED_PROFILE", "shipped")
+    result = train_cli("multi30k", "--run-dir", str(tmp_path / "run"))
+    assert result.returncode == 2 and not trained and not (tmp_path / "run").exists()
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and "needs no training" in said[0] and "chapter 7 loads it" in said[0]
+    assert result.stdout == ""
+
+
 def test_train_with_a_missing_data_folder_says_where_to_put_it(tmp_path):
     # A process of its own: the exit status and message `python -m` gives, nothing else printed.
     env = {**os.environ, DATA_DIR_ENV: str(tmp_path / "nowhere"), "ANNOTATED_PROFILE": "smoke"}

@@ -386,6 +386,14 @@ def readable_roots() -> list[Path]:
     return [root for root in kept if not any(root != o and root.is_relative_to(o) for o in kept)]
 
 
+def environment_python() -> str:
+    """This Python by its environment's real folder. The sandbox binds `readable_roots()`
+    resolved, so a path through a link (`.venv` a link to another folder) does not exist inside
+    it; the file's own link (bin/python) is kept, for Python to find its environment beside it."""
+    executable = Path(sys.executable)
+    return str(executable.parent.resolve() / executable.name)
+
+
 def sandbox_command(scratch: Path) -> list[str]:
     """bubblewrap around the worker (see the module docstring for what it shows and allows)."""
     command = ["bwrap", "--die-with-parent", "--new-session", "--as-pid-1", "--unshare-pid"]
@@ -410,7 +418,7 @@ def sandbox_command(scratch: Path) -> list[str]:
     command += ["--perms", "0755", "--dir", "/grader"]
     command += ["--ro-bind", str(TOOLS / "grade_worker.py"), "/grader/grade_worker.py"]
     command += ["--bind", str(scratch), "/scratch", "--chdir", "/scratch"]
-    python = [sys.executable, "-I", "-u", "/grader/grade_worker.py"]
+    python = [environment_python(), "-I", "-u", "/grader/grade_worker.py"]
     if os.geteuid() == 0:  # root: no user namespace, and the code runs as nobody
         drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         drop += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
