@@ -878,13 +878,12 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # from annotated.ch01_attention import padding_mask, subsequent_mask
 #
 # PAD = 0
-# tiny = make_model(ModelConfig(src_vocab=11, tgt_vocab=11, N=2)).eval()
+# tiny = make_model(ModelConfig(src_vocab=11, tgt_vocab=11, N=2)).eval().requires_grad_(False)
 # src = torch.tensor([[1, 5, 7, 3, 2], [1, 4, 2, PAD, PAD]])
 # tgt = torch.tensor([[1, 6, 8, 9], [1, 3, PAD, PAD]])
 # src_mask = padding_mask(src, PAD)  # (batch, 1, src_len)
 # tgt_mask = padding_mask(tgt, PAD) & subsequent_mask(tgt.size(1))  # (batch, tgt_len, tgt_len)
-# with torch.no_grad():
-#     logits = tiny(src, tgt, src_mask, tgt_mask)
+# logits = tiny(src, tgt, src_mask, tgt_mask)  # no gradients: the weights do not ask for them
 # probabilities = logits.softmax(dim=-1)
 # print("logits:", tuple(logits.shape), " (batch, tgt_len, tgt_vocab)")
 # print("each row sums to 1:", torch.allclose(probabilities.sum(-1), torch.ones(2, 4)))

@@ -14,6 +14,7 @@ beside it, as `<name>.busy.json`, with a warning.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +35,11 @@ def _is_clean(path: Path) -> bool:
 
 def code_commit() -> str:
     """The commit the measured code is checked out at, saying so when the tree has uncommitted
-    changes (then the code is that commit's plus them), or why it is unknown."""
+    changes (then the code is that commit's plus them), or why it is unknown. $ANNOTATED_COMMIT,
+    when set, names it instead."""
+    named = os.environ.get("ANNOTATED_COMMIT", "").strip()
+    if named:  # a copy of the checkout without its history (a lent GPU machine) says which
+        return named
     root = Path(__file__).resolve().parent.parent  # the checkout whose code is measured
     try:
         head = subprocess.run(

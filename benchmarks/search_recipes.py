@@ -39,10 +39,8 @@ with small vocabularies, to try the machinery in a minute (never recorded in rec
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -53,6 +51,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from common import RESULTS_DIR, cpu_kind, describe
+from common import code_commit as commit
 
 from annotated.base.devices import training_device
 from annotated.base.files import atomic_write
@@ -187,22 +186,6 @@ def finalist_jobs(names: list[str], runs: Path, smoke: bool) -> list[Job]:
 
 
 # ---------------------------------------------------------------- measuring a run
-
-
-def commit() -> str:
-    """The commit the code ran at: $ANNOTATED_COMMIT, else git's HEAD, else "unknown"."""
-    named = os.environ.get("ANNOTATED_COMMIT", "").strip()
-    if named:
-        return named
-    with contextlib.suppress(OSError):
-        head = subprocess.run(
-            ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-        )
-        if head.returncode == 0:
-            return head.stdout.strip()
-    return "unknown (no git here: set ANNOTATED_COMMIT)"
 
 
 def machine_label() -> str:

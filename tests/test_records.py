@@ -10,7 +10,8 @@ about how it was made. So each record must name
   into every new record), or, for a record made before records carried one, "last committed in",
   the last commit that changed the file before that field was added (its measurements were made
   on that commit's code, its parent's, or, for a record built up over several commits, earlier:
-  `git log -- <record>` lists them). A list of runs may instead name a commit for each run.
+  `git log -- <record>` lists them). A list of runs, or a record of blocks (one per machine),
+  may instead name a commit in each run or block.
 
 "last committed in" is checked against the history where the checkout has one: it must be a commit
 that changed that very file.
@@ -58,7 +59,7 @@ def missing(record: dict) -> list[str]:
         gaps.append("machine")
     runs = [v for v in record.values() if isinstance(v, list) and v]
     per_run = runs and all(all(isinstance(r, dict) and r.get("commit") for r in v) for v in runs)
-    if not (names(record, COMMIT_KEYS, parts_may=False) or per_run):
+    if not (names(record, COMMIT_KEYS) or per_run):
         gaps.append("commit")
     return gaps
 

@@ -208,8 +208,8 @@ def test_the_commit_is_named_by_the_environment_or_by_git(search, monkeypatch):
     monkeypatch.setenv("ANNOTATED_COMMIT", "0123abc")
     assert search.commit() == "0123abc"
     monkeypatch.delenv("ANNOTATED_COMMIT")
-    head = search.commit()
-    assert len(head) == 40 or head.startswith("unknown")
+    head = search.commit()  # benchmarks/common.py's, which every record's commit comes from
+    assert len(head.split()[0]) == 40 or head.startswith("unknown")
 
 
 def test_epoch_costs_train_each_candidate_on_its_own_vocabulary(search, monkeypatch):
@@ -246,3 +246,26 @@ def test_a_smoke_screen_trains_and_scores_a_subword_candidate(search, tmp_path, 
     assert line["vocabulary"][0] == line["vocabulary"][1] <= 800  # one shared vocabulary
     assert line["steps"] == line["steps per epoch"] > 0 and line["val BLEU by step"]
     assert {"val beam", "val greedy"} <= set(line) and "test2016 beam" not in line
+
+
+def test_collect_keeps_the_curve_of_every_run_begun_finished_or_not(search, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANNOTATED_COMMIT", "abc123")
+    runs = tmp_path / "runs"
+    argv = ["--runs", str(runs), "--record", str(tmp_path / "r.json"), "--only"]
+    names = ["full", "subwords 10k, 40 epochs", "subwords 8k, 20 epochs"]
+    stopped, finished = (search.job(n, "screen", 0, runs) for n in names[:2])
+    for one in (stopped, finished):
+        one.folder.mkdir(parents=True)
+        pd.DataFrame({"step": [5, 10], "epoch": [0.5, 1.0], "val BLEU": [3.0, 7.5]}).to_csv(
+            one.folder / "evals.csv", index=False
+        )
+    (finished.folder / "history.csv").write_text("step\n1\n")
+    assert search.main([*argv, *names, "--collect", str(tmp_path / "partial.json")]) == 0
+    partial = json.loads((tmp_path / "partial.json").read_text())
+    assert partial["commit"] == "abc123" and partial["machine"]
+    assert set(partial["runs"]) == {stopped.name, finished.name}  # the third never began
+    assert partial["runs"][stopped.name]["finished"] is False
+    assert partial["runs"][finished.name]["finished"] is True
+    assert partial["runs"][finished.name]["epochs of the recipe"] == 40
+    assert partial["runs"][stopped.name]["val BLEU by epoch"] == [[0.5, 3.0], [1.0, 7.5]]
+    assert partial["runs"][stopped.name]["best val BLEU (bare weights)"] == 7.5
