@@ -7,7 +7,11 @@
 The repository's public address is written once, as `Repository` in pyproject.toml's
 [project.urls] (site/booksite.py reads it). From it come the README's badges (the block between
 BEGIN and END, rewritten here) and the site's links to the repository, Colab and Binder; while it
-is unset, neither appears. `tests/test_publish.py` holds the README to what pyproject.toml says.
+is unset, neither appears. The README is also the package's page on PyPI, where a link to a file
+of the checkout (`notebooks/ch01_attention.ipynb`) leads nowhere: its links to the book's files are
+link definitions in a block of their own (LINKS_BEGIN to LINKS_END), written here as addresses in
+the repository once it has one, and a release is refused while any is still a bare path.
+`tests/test_publish.py` holds the README to what pyproject.toml says.
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ RELEASE_WORKFLOW = "release.yml"  # on a tag vX.Y.Z: the package index, and the 
 BEGIN = "<!-- badges: written by `make badges` from pyproject.toml's [project.urls] Repository -->"
 END = "<!-- end of badges -->"
 FIRST_CHAPTER = "ch01_attention.ipynb"  # the chapter the README's Colab badge opens
+LINKS_BEGIN = (
+    "<!-- links to the book's files: written by `make badges`, as addresses in the repository "
+    "once pyproject.toml names it -->"
+)
+LINKS_END = "<!-- end of links -->"
+DEFINITION = re.compile(r"^\[(?P<label>[^\]]+)\]: (?P<target>\S+)$")  # [label]: target
+IN_A_REPOSITORY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/(?P<path>\S+)")
 
 
 def project(pyproject: Path | None = None) -> dict:
@@ -65,20 +76,55 @@ def badges(repository: str, package: str) -> list[str]:
     ]
 
 
+def _block(readme: str, begin: str, end: str, what: str) -> re.Pattern:
+    pattern = re.compile(rf"^{re.escape(begin)}\n((?:.*\n)*?){re.escape(end)}$", re.M)
+    if len(pattern.findall(readme)) != 1:
+        raise SystemExit(f"README.md must hold one {what} block, from\n{begin}\nto\n{end}")
+    return pattern
+
+
 def with_badges(readme: str, lines: list[str]) -> str:
     """The README's text with `lines` between its BEGIN and END markers, in place of what was."""
-    pattern = re.compile(rf"^{re.escape(BEGIN)}\n(?:.*\n)*?{re.escape(END)}$", re.M)
-    if len(pattern.findall(readme)) != 1:
-        raise SystemExit(f"README.md must hold one badge block, from\n{BEGIN}\nto\n{END}")
     block = "\n".join([BEGIN, *lines, END])
+    return _block(readme, BEGIN, END, "badge").sub(lambda _: block, readme)
+
+
+def file_links(readme: str, repository: str) -> str:
+    """The README's text with its links to the book's files (the definitions between LINKS_BEGIN
+    and LINKS_END) made addresses in `repository`, on the branch the site's launch links use, or
+    bare paths in the checkout for "" (no repository yet)."""
+    pattern = _block(readme, LINKS_BEGIN, LINKS_END, "link")
+    lines = []
+    for line in pattern.search(readme).group(1).splitlines():
+        found = DEFINITION.fullmatch(line)
+        if found is None:
+            raise SystemExit(f"README.md: {line!r} between the link markers is not [label]: path")
+        target = found["target"]
+        in_repository = IN_A_REPOSITORY.fullmatch(target)
+        path = in_repository["path"] if in_repository else target
+        if repository:
+            owner, name = booksite.owner_and_name(repository)
+            path = f"https://github.com/{owner}/{name}/blob/{booksite.LAUNCH_BRANCH}/{path}"
+        lines.append(f"[{found['label']}]: {path}")
+    block = "\n".join([LINKS_BEGIN, *lines, LINKS_END])
     return pattern.sub(lambda _: block, readme)
 
 
+def relative_links(readme: str) -> list[str]:
+    """The README's link targets that are paths in the checkout (broken on the package index):
+    neither an address (https:, mailto:...) nor an anchor on the page."""
+    inline = re.findall(r"\]\(([^)\s]+)\)", readme)
+    defined = [found["target"] for found in map(DEFINITION.fullmatch, readme.splitlines()) if found]
+    return [t for t in inline + defined if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+
+
 def readme_badges(pyproject: Path | None = None, readme: Path = README) -> str:
-    """The README as pyproject.toml's address and package name make it."""
+    """The README as pyproject.toml's address and package name make it: its badges and its links
+    to the book's files."""
     found = project(pyproject)
     address = booksite.repository(pyproject)
-    return with_badges(readme.read_text(encoding="utf-8"), badges(address, found["name"]))
+    text = with_badges(readme.read_text(encoding="utf-8"), badges(address, found["name"]))
+    return file_links(text, address)
 
 
 def build_dist(folder: Path) -> tuple[Path, Path]:
@@ -110,14 +156,21 @@ def build_dist(folder: Path) -> tuple[Path, Path]:
     return wheels[0], sdists[0]
 
 
-def tag_problem(tag: str) -> str | None:
+def tag_problem(tag: str, readme: Path | None = None) -> str | None:
     """Why `tag` may not publish a release (None when it may): it must be v + pyproject's version,
-    the version every notebook's first cell installs (tools/book.py writes it there)."""
+    the version every notebook's first cell installs (tools/book.py writes it there), and the
+    README, the release's page on the package index, may link no file by a bare path."""
     version = project()["version"]
     if tag != f"v{version}":
         return (
             f"the tag {tag!r} is not v{version}, pyproject.toml's version: raise the version, "
             "re-execute the notebooks (`make execute`), commit, and tag that"
+        )
+    if bare := relative_links((readme or README).read_text(encoding="utf-8")):
+        return (
+            f"README.md, the package's page on PyPI, links {len(set(bare))} files by paths that "
+            f"lead nowhere there ({min(bare)}, ...): set Repository in pyproject.toml's "
+            "[project.urls] and run `make badges`, which makes them addresses in the repository"
         )
     return None
 
