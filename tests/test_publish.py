@@ -69,18 +69,15 @@ def test_the_readme_links_the_books_files_by_the_repositorys_address_once_there_
     """The README is also the package's page on PyPI, where a path in the checkout leads nowhere."""
     with_address = publish.readme_badges(pyproject_with(tmp_path, REPOSITORY))
     assert publish.relative_links(with_address) == []
-    assert f"]: {REPOSITORY}/blob/main/notebooks/ch01_attention.ipynb\n" in with_address
+    assert f"]({REPOSITORY}/blob/main/notebooks/ch01_attention.ipynb)" in with_address
     without = publish.readme_badges(pyproject_with(tmp_path, ""))
     paths = publish.relative_links(without)
     assert "notebooks/ch01_attention.ipynb" in paths and "CONTRIBUTING.md" in paths
     assert [path for path in paths if not (ROOT / path).is_file()] == []
-    # Every link to a file goes through the block `make badges` writes: none written inline.
-    assert re.findall(r"\]\((?![a-z]+:|#)", publish.README.read_text(encoding="utf-8")) == []
-    # The check itself sees an inline path and a definition's path, and passes addresses.
-    assert publish.relative_links("[a](b.md) [c](https://x.org) [d](#e)\n[f]: g/h.ipynb\n") == [
-        "b.md",
-        "g/h.ipynb",
-    ]
+    # Only links to the book's files move: addresses elsewhere and anchors stay as they are.
+    other = "[a](https://example.org/x) [b](#c) [d](https://github.com/x/y/blob/main/no/such.md)"
+    assert publish.file_links(other, REPOSITORY) == other
+    assert publish.relative_links("[a](b.md) [c](https://x.org) [d](#e)") == ["b.md"]
 
 
 def test_the_readme_says_nothing_a_release_would_make_false():

@@ -8,9 +8,9 @@ The repository's public address is written once, as `Repository` in pyproject.to
 [project.urls] (site/booksite.py reads it). From it come the README's badges (the block between
 BEGIN and END, rewritten here) and the site's links to the repository, Colab and Binder; while it
 is unset, neither appears. The README is also the package's page on PyPI, where a link to a file
-of the checkout (`notebooks/ch01_attention.ipynb`) leads nowhere: its links to the book's files are
-link definitions in a block of their own (LINKS_BEGIN to LINKS_END), written here as addresses in
-the repository once it has one, and a release is refused while any is still a bare path.
+of the checkout (`notebooks/ch01_attention.ipynb`) leads nowhere: `make badges` writes its links to
+the book's files as addresses in the repository once it has one (and back as paths when it is
+removed), and a release is refused while any is still a bare path.
 `tests/test_publish.py` holds the README to what pyproject.toml says.
 """
 
@@ -30,19 +30,15 @@ import booksite  # noqa: E402  (site/booksite.py: the address, and the chapters'
 
 README = ROOT / "README.md"
 WORKFLOWS = ROOT / ".github" / "workflows"
-CI_WORKFLOW = "ci.yml"  # make test on every push and pull request
+CI_WORKFLOW = "ci.yml"  # make test on every push to main and every pull request
 SITE_WORKFLOW = "site.yml"  # the site and the PDF, deployed to GitHub Pages from main
 RELEASE_WORKFLOW = "release.yml"  # on a tag vX.Y.Z: the package index, and the PDF on the release
 BEGIN = "<!-- badges: written by `make badges` from pyproject.toml's [project.urls] Repository -->"
 END = "<!-- end of badges -->"
 FIRST_CHAPTER = "ch01_attention.ipynb"  # the chapter the README's Colab badge opens
-LINKS_BEGIN = (
-    "<!-- links to the book's files: written by `make badges`, as addresses in the repository "
-    "once pyproject.toml names it -->"
-)
-LINKS_END = "<!-- end of links -->"
-DEFINITION = re.compile(r"^\[(?P<label>[^\]]+)\]: (?P<target>\S+)$")  # [label]: target
-IN_A_REPOSITORY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/(?P<path>\S+)")
+INLINE_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")  # [text](target)
+# A file's address in a GitHub repository: https://github.com/OWNER/NAME/blob/BRANCH/PATH
+IN_A_REPOSITORY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/(?P<path>[^\s#]+)")
 
 
 def project(pyproject: Path | None = None) -> dict:
@@ -76,46 +72,42 @@ def badges(repository: str, package: str) -> list[str]:
     ]
 
 
-def _block(readme: str, begin: str, end: str, what: str) -> re.Pattern:
-    pattern = re.compile(rf"^{re.escape(begin)}\n((?:.*\n)*?){re.escape(end)}$", re.M)
-    if len(pattern.findall(readme)) != 1:
-        raise SystemExit(f"README.md must hold one {what} block, from\n{begin}\nto\n{end}")
-    return pattern
-
-
 def with_badges(readme: str, lines: list[str]) -> str:
     """The README's text with `lines` between its BEGIN and END markers, in place of what was."""
+    pattern = re.compile(rf"^{re.escape(BEGIN)}\n(?:.*\n)*?{re.escape(END)}$", re.M)
+    if len(pattern.findall(readme)) != 1:
+        raise SystemExit(f"README.md must hold one badge block, from\n{BEGIN}\nto\n{END}")
     block = "\n".join([BEGIN, *lines, END])
-    return _block(readme, BEGIN, END, "badge").sub(lambda _: block, readme)
-
-
-def file_links(readme: str, repository: str) -> str:
-    """The README's text with its links to the book's files (the definitions between LINKS_BEGIN
-    and LINKS_END) made addresses in `repository`, on the branch the site's launch links use, or
-    bare paths in the checkout for "" (no repository yet)."""
-    pattern = _block(readme, LINKS_BEGIN, LINKS_END, "link")
-    lines = []
-    for line in pattern.search(readme).group(1).splitlines():
-        found = DEFINITION.fullmatch(line)
-        if found is None:
-            raise SystemExit(f"README.md: {line!r} between the link markers is not [label]: path")
-        target = found["target"]
-        in_repository = IN_A_REPOSITORY.fullmatch(target)
-        path = in_repository["path"] if in_repository else target
-        if repository:
-            owner, name = booksite.owner_and_name(repository)
-            path = f"https://github.com/{owner}/{name}/blob/{booksite.LAUNCH_BRANCH}/{path}"
-        lines.append(f"[{found['label']}]: {path}")
-    block = "\n".join([LINKS_BEGIN, *lines, LINKS_END])
     return pattern.sub(lambda _: block, readme)
 
 
+def file_links(readme: str, repository: str) -> str:
+    """The README's text with each link to a file of the book (a path in the checkout, or that
+    file's address in a GitHub repository) made its address in `repository`, on the branch the
+    site's launch links use, or its path for "" (no repository yet)."""
+
+    def rewrite(found: re.Match) -> str:
+        target = found["target"]
+        in_repository = IN_A_REPOSITORY.fullmatch(target)
+        if in_repository and (ROOT / in_repository["path"]).is_file():
+            path = in_repository["path"]
+        elif not re.match(r"[a-z][a-z0-9+.-]*:|#", target) and (ROOT / target).is_file():
+            path = target
+        else:
+            return found.group(0)  # an address elsewhere, or an anchor on the page
+        if repository:
+            owner, name = booksite.owner_and_name(repository)
+            path = f"https://github.com/{owner}/{name}/blob/{booksite.LAUNCH_BRANCH}/{path}"
+        return f"]({path})"
+
+    return INLINE_LINK.sub(rewrite, readme)
+
+
 def relative_links(readme: str) -> list[str]:
-    """The README's link targets that are paths in the checkout (broken on the package index):
-    neither an address (https:, mailto:...) nor an anchor on the page."""
-    inline = re.findall(r"\]\(([^)\s]+)\)", readme)
-    defined = [found["target"] for found in map(DEFINITION.fullmatch, readme.splitlines()) if found]
-    return [t for t in inline + defined if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+    """The README's link targets that are paths (broken on the package index): neither an
+    address (https:, mailto:...) nor an anchor on the page."""
+    targets = [found["target"] for found in INLINE_LINK.finditer(readme)]
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
 
 
 def readme_badges(pyproject: Path | None = None, readme: Path = README) -> str:
