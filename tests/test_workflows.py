@@ -1,19 +1,33 @@
 """The GitHub workflows (.github/workflows/), read here: they parse, every `make` target they run
 exists, and what they rely on agrees with the files it comes from (the Makefile's torch, the
 Pythons pyproject.toml declares, the variable tests/needs.py reads, the names CONTRIBUTING.md gives
-for the one-time steps of publishing). `make lint` runs actionlint on them as well."""
+for the one-time steps of publishing). Then as GitHub runs them: CI once per change, a release
+only after CI, current actions, time limits, caches kept after a failure, each test lane's log
+kept after a timeout, CI's data steps run from nothing, `make dist` with the locked setuptools.
+`make lint` runs actionlint on them as well."""
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
+import time
 import tomllib
+import zipfile
+from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 import yaml
-from needs import REQUIRE_ALL_ENV
+from needs import REQUIRE_ALL_ENV, missing
+from packaging.requirements import Requirement
+
+from annotated.base import datasets
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import lock  # noqa: E402  (tools/lock.py)
 import publish  # noqa: E402  (tools/publish.py)
 
 WORKFLOWS = sorted(publish.WORKFLOWS.glob("*.yml"))
@@ -38,7 +52,7 @@ def makefile_targets(text: str = MAKEFILE) -> set[str]:
 def make_targets_run(command: str) -> list[str]:
     """The targets each `make ...` in a shell command names (its VAR=value settings left out)."""
     found = []
-    for line in command.splitlines():
+    for line in command.replace("\\\n", " ").splitlines():  # a line continued by \ is one
         words = shlex.split(line, comments=True)
         for index, word in enumerate(words):
             if word != "make":
@@ -110,7 +124,7 @@ def test_ci_runs_the_readmes_test_command_on_every_declared_python_requiring_eve
     # The workplace's own CI leaves it unset: there a test may still skip for want of something.
     assert REQUIRE_ALL_ENV not in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     lint = ci["jobs"]["lint"]
-    assert any(step.get("run") == "make lint" for step in lint["steps"])
+    assert any(step.get("run", "").startswith("make lint") for step in lint["steps"])
 
 
 def test_the_release_publishes_by_trusted_publishing_as_contributing_says():
@@ -119,7 +133,8 @@ def test_the_release_publishes_by_trusted_publishing_as_contributing_says():
     pypi = release["jobs"]["pypi"]
     assert pypi["permissions"] == {"id-token": "write"}
     (publishing,) = [s for s in pypi["steps"] if s.get("uses", "").startswith("pypa/")]
-    assert not publishing.get("with"), "no token or password: PyPI trusts the workflow's OIDC token"
+    # No token or password: PyPI trusts the workflow's OIDC token.
+    assert publishing.get("with") == {"skip-existing": True}, publishing
     runs = [step.get("run", "") for step in steps(release)]
     assert 'python3 tools/publish.py tag "$GITHUB_REF_NAME"' in runs
     assert any("gh release create" in run for run in runs)
@@ -129,3 +144,394 @@ def test_the_release_publishes_by_trusted_publishing_as_contributing_says():
     site = load(publish.SITE_WORKFLOW)
     assert site["jobs"]["deploy"]["environment"]["name"] == "github-pages"
     assert "make pdf" in [step.get("run") for step in steps(site)]
+
+
+# --- The workflows as GitHub runs them: from nothing, once per change, gated, current -------------
+
+CI_JOB = "test"  # ci.yml's job that runs `make test`
+LINT_JOB = "lint"
+# The first major of each action the workflows use that runs on Node.js 24 (GitHub retires Node
+# 20), as each action's action.yml says at its tags; an action added to a workflow goes here too.
+NODE_24_MAJORS = {
+    "actions/checkout": 5,
+    "actions/setup-node": 5,
+    "actions/cache/restore": 5,
+    "actions/cache/save": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "actions/upload-pages-artifact": 5,  # a composite action: its v5 runs upload-artifact v7
+    "actions/deploy-pages": 5,
+}
+CONTAINER_ACTIONS = {"pypa/gh-action-pypi-publish"}  # runs in a container of its own, not Node
+CACHE_ACTION = "actions/cache"
+
+
+def triggers(workflow: dict) -> dict:
+    return workflow.get("on", workflow.get(True))
+
+
+def every_job():
+    """(workflow file, job id, job) for every job of every workflow."""
+    for path in WORKFLOWS:
+        for job_id, job in yaml.safe_load(path.read_text(encoding="utf-8"))["jobs"].items():
+            yield path.name, job_id, job
+
+
+def render(template: str, github: dict) -> str | bool:
+    """A workflow value with ${{ }} expressions of `github.x`, '...', ==, && and || in it, worked
+    out for the `github` context given (a lone expression gives its own value, a bool say)."""
+
+    def evaluate(expression: str):
+        python = re.sub(r"\bgithub\.(\w+)", r"github['\1']", expression)
+        python = python.replace("&&", " and ").replace("||", " or ")
+        return eval(python, {"__builtins__": {}}, {"github": github})  # noqa: S307
+
+    whole = re.fullmatch(r"\$\{\{(.*)\}\}", template.strip(), re.S)
+    if whole:
+        return evaluate(whole.group(1))
+    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(evaluate(m.group(1))), template)
+
+
+def test_ci_runs_once_per_change_and_stops_only_a_pull_requests_older_run():
+    ci = load(publish.CI_WORKFLOW)
+    on = triggers(ci)
+    assert on["push"] == {"branches": ["main"]}, "a branch's push and its pull request run twice"
+    assert "pull_request" in on and not on["pull_request"]  # every pull request
+    concurrency = ci["concurrency"]
+
+    def run(event: str, ref: str, run_id: str) -> tuple[str, bool]:
+        github = {"event_name": event, "ref": ref, "run_id": run_id}
+        return (
+            render(concurrency["group"], github),
+            render(concurrency["cancel-in-progress"], github),
+        )
+
+    # Two pushes to one pull request share a group, and the newer stops the older.
+    first, second = (
+        run("pull_request", "refs/pull/7/merge", "1"),
+        run("pull_request", "refs/pull/7/merge", "2"),
+    )
+    assert first[0] == second[0] and second[1] is True
+    assert run("pull_request", "refs/pull/8/merge", "3")[0] != first[0]
+    # Two pushes to main, or a release's call, never stop or replace one another.
+    for event, ref in [("push", "refs/heads/main"), ("push", "refs/tags/v0.1.0")]:
+        one, other = run(event, ref, "4"), run(event, ref, "5")
+        assert one[0] != other[0] and one[1] is False and other[1] is False
+    # The check itself tells a group shared by every run from one per run.
+    assert render("ci-${{ github.ref }}", {"ref": "refs/heads/main"}) == "ci-refs/heads/main"
+    assert render("${{ github.event_name == 'push' }}", {"event_name": "push"}) is True
+
+
+def test_a_release_publishes_only_what_passed_ci_and_may_be_run_again():
+    release, ci = load(publish.RELEASE_WORKFLOW), load(publish.CI_WORKFLOW)
+    assert "workflow_call" in triggers(ci), "the release calls CI: ci.yml must accept the call"
+    jobs = release["jobs"]
+    (gate,) = [
+        name
+        for name, job in jobs.items()
+        if job.get("uses") == f"./.github/workflows/{publish.CI_WORKFLOW}"
+    ]
+
+    def upstream(name: str) -> set[str]:
+        needs = jobs[name].get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        return set(needs).union(*(upstream(need) for need in needs))
+
+    ungated = sorted(name for name in jobs if name != gate and gate not in upstream(name))
+    assert not ungated, f"jobs that run whether CI passes or not: {ungated}"
+    (publishing,) = [s for s in steps(release) if s.get("uses", "").startswith("pypa/")]
+    assert publishing["with"]["skip-existing"] is True, "a re-run must skip what was uploaded"
+    (making,) = [s["run"] for s in steps(release) if "gh release" in s.get("run", "")]
+    assert "gh release upload" in making and "--clobber" in making, "a re-run finds the release"
+
+
+def test_every_action_runs_on_node_24_and_dependabot_keeps_them_current():
+    used = set()
+    for name, job_id, job in every_job():
+        for step in job.get("steps", []):
+            if "uses" not in step:
+                continue
+            action, _, ref = step["uses"].partition("@")
+            used.add(action)
+            if action in CONTAINER_ACTIONS:
+                continue
+            assert action in NODE_24_MAJORS, (
+                f"{name}, {job_id}: {action}: which major runs Node 24?"
+            )
+            major = re.fullmatch(r"v(\d+)", ref)
+            assert major, f"{name}, {job_id}: {step['uses']}: pin a major, vN"
+            assert int(major.group(1)) >= NODE_24_MAJORS[action], (
+                f"{name}: {step['uses']} runs Node 20"
+            )
+            if action == "actions/setup-node":
+                assert step["with"]["node-version"] == "24", f"{name}, {job_id}"
+    assert {"actions/checkout", "actions/setup-node", "actions/cache/restore"} <= used
+    dependabot = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    assert {
+        (update["package-ecosystem"], update["directory"]) for update in dependabot["updates"]
+    } >= {("github-actions", "/")}
+
+
+def test_every_job_has_a_time_limit_and_no_checkout_keeps_its_token():
+    for name, job_id, job in every_job():
+        if "uses" in job:  # a call of another workflow: its own jobs have their limits
+            continue
+        limit = job.get("timeout-minutes")
+        assert isinstance(limit, int) and 0 < limit <= 120, f"{name}, {job_id}: timeout-minutes"
+        for step in job.get("steps", []):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step.get("with", {}).get("persist-credentials") is False, f"{name}, {job_id}"
+
+
+def test_the_lint_job_installs_ruff_alone_at_the_locks_version(tmp_path):
+    lint = load(publish.CI_WORKFLOW)["jobs"][LINT_JOB]
+    runs = [step["run"] for step in lint["steps"] if "run" in step]
+    installs = [line for run in runs for line in run.splitlines() if "pip install" in line]
+    assert [shlex.split(line)[-3:] for line in installs] == [["-c", "constraints.txt", "ruff"]]
+    assert re.search(r"^ruff==", (ROOT / "constraints.txt").read_text(encoding="utf-8"), re.M)
+    (make_lint,) = [run for run in runs if run.startswith("make lint")]
+    stamp = re.search(r"^STAMP\s*:=\s*(\S+)$", MAKEFILE, re.M).group(1)
+    venv = re.search(r"^VENV\s*\?=\s*(\S+)$", MAKEFILE, re.M).group(1)
+    assert shlex.split(make_lint) == [
+        "make",
+        "lint",
+        f"--old-file={stamp.replace('$(VENV)', venv)}",
+    ]
+    # What that make runs: no set-up, and nothing from .venv but ruff.
+    dry = subprocess.run(
+        ["make", "-n", *shlex.split(make_lint)[1:]],
+        cwd=ROOT,
+        env=without_make_variables(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "pip install" not in dry, dry
+    assert set(re.findall(rf"{re.escape(venv)}/bin/python -m (\S+)", dry)) == {"ruff"}, dry
+
+
+def test_caches_are_saved_whatever_the_outcome_under_keys_of_each_job():
+    owners: dict[str, tuple[str, str]] = {}
+    for name, job_id, job in every_job():
+        job_steps = job.get("steps", [])
+        uses = [step.get("uses", "").partition("@")[0] for step in job_steps]
+        assert CACHE_ACTION not in uses, f"{name}, {job_id}: actions/cache saves only on success"
+        saves = [
+            step for step in job_steps if step.get("uses", "").startswith(f"{CACHE_ACTION}/save@")
+        ]
+        for restore in job_steps:
+            if not restore.get("uses", "").startswith(f"{CACHE_ACTION}/restore@"):
+                continue
+            key = restore["with"]["key"]
+            prefix = key.split("${{")[0]
+            assert prefix.count("-") >= 2, f"{name}, {job_id}: {key}: name the job in the key"
+            assert owners.setdefault(prefix, (name, job_id)) == (name, job_id), (
+                f"{name}, {job_id} and {owners[prefix]} share the cache key {prefix}..."
+            )
+            assert restore.get("with", {}).get("restore-keys", prefix).startswith(prefix)
+            primary = f"${{{{ steps.{restore['id']}.outputs.cache-primary-key }}}}"
+            (save,) = [step for step in saves if step["with"]["key"] == primary]
+            assert save["with"]["path"] == restore["with"]["path"]
+            assert save["if"].startswith("always()"), f"{name}, {job_id}: save it on failure too"
+    assert len(owners) >= 4
+
+
+def test_each_lane_of_make_test_leaves_its_log_even_when_stopped(tmp_path):
+    test = load(publish.CI_WORKFLOW)["jobs"][CI_JOB]
+    logs = re.search(r"^TEST_LOGS\s*:=\s*(\S+)$", MAKEFILE, re.M).group(1)
+    (make_test,) = [step for step in test["steps"] if step.get("run") == "make test"]
+    assert make_test["timeout-minutes"] < test["timeout-minutes"], "the steps after it must run"
+    after = test["steps"][test["steps"].index(make_test) + 1 :]
+    uploads = [s for s in after if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert [(s["if"], s["with"]["path"].rstrip("/")) for s in uploads] == [("always()", logs)]
+    # The Makefile's rule for a lane, run on a lane that waits: its log has the lane's first line
+    # while the lane still runs (make --output-sync holds the console's copy until it ends).
+    release = tmp_path / "go-on"
+    lane = tmp_path / "lane.mk"
+    lane.write_text(
+        f"waiting-lane:\n\t@echo the lane started; for i in $$(seq 100); do "
+        f"[ -e {release} ] && break; sleep 0.2; done; echo the lane ended\n",
+        encoding="utf-8",
+    )
+    log = tmp_path / "logs" / "waiting-lane.log"
+    env = without_make_variables() | {"MAKEFILES": str(lane)}
+    command = ["make", "--no-print-directory", "-j2", "--output-sync=target"]
+    command += [f"TEST_LOGS={log.parent}", f"TEST_LANES={log}", str(log)]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) as make:
+        for _ in range(100):
+            if log.exists() and "the lane started" in log.read_text():
+                break
+            time.sleep(0.1)
+        written_while_running = log.exists() and log.read_text()
+        release.touch()
+        printed, _ = make.communicate(timeout=60)
+    assert "the lane started" in (written_while_running or ""), written_while_running
+    assert "the lane ended" not in written_while_running
+    assert make.returncode == 0 and "the lane ended" in log.read_text()
+    assert "the lane started" in printed  # and the console still gets the lane whole
+
+
+def without_make_variables() -> dict[str, str]:
+    """This process's environment without what an enclosing make (`make test`) hands down."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name
+        not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEFILES", "MAKE_TERMOUT", "MAKE_TERMERR"}
+    }
+
+
+def fresh_checkout(folder: Path) -> Path:
+    """The repository's tracked files, copied into `folder` as actions/checkout would give them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    return folder
+
+
+def make_of_this_environment(folder: Path) -> Path:
+    """A `make` for a step to run: the real one, told to use this checkout's .venv as it is (the
+    set-up it would redo is `make setup`'s business, tested by the package tests)."""
+    venv = ROOT / ".venv"
+    shim = folder / "make"
+    shim.write_text(
+        f'#!/bin/sh\nexec {shutil.which("make")} VENV={venv} --old-file={venv}/.installed "$@"\n',
+        encoding="utf-8",
+    )
+    shim.chmod(0o755)
+    return folder
+
+
+def test_multi30k_comes_from_one_commit_with_retries_that_back_off():
+    test = load(publish.CI_WORKFLOW)["jobs"][CI_JOB]
+    url = test["env"]["MULTI30K_URL"]
+    pinned = re.fullmatch(
+        r"https://raw\.githubusercontent\.com/multi30k/dataset/([0-9a-f]{40})/data/task1/raw/", url
+    )
+    assert pinned, f"{url}: name a commit of github.com/multi30k/dataset, not a branch"
+    # The same files as the book's own address names (a branch, or this commit).
+    assert re.sub(r"/(master|[0-9a-f]{40})/", f"/{pinned.group(1)}/", datasets.MULTI30K_URL) == url
+    (download,) = [step["run"] for step in test["steps"] if "$MULTI30K_URL" in step.get("run", "")]
+    words = shlex.split(download.replace("\\\n", " "), comments=True)
+    curl = words[words.index("curl") :]
+    assert int(curl[curl.index("--retry") + 1]) >= 3 and "--retry-all-errors" in curl
+    assert "--retry-delay" not in curl, "a fixed delay would replace curl's doubling waits"
+
+
+@pytest.mark.multi30k
+def test_cis_data_steps_fill_an_empty_cache_from_nothing(tmp_path):
+    """CI's data steps, run as the runner runs them: in a fresh checkout, with every folder under
+    /var/cache/annotated missing (a first run, or an expired cache), Multi30k served from a local
+    copy at the workflow's pinned address. Then again with the folder kept and no server at all."""
+    if shutil.which("curl") is None:
+        missing("no curl, which CI's Multi30k step downloads with")
+    ci = load(publish.CI_WORKFLOW)
+    test = ci["jobs"][CI_JOB]
+    runner = tmp_path / "runner-cache"
+    env = without_make_variables()
+    for name in ("PYTHONPATH", datasets.DATA_DIR_ENV):
+        env.pop(name, None)
+    for name, value in {**ci["env"], **test["env"]}.items():
+        env[name] = str(value).replace("/var/cache/annotated", str(runner))
+    data = Path(env[datasets.DATA_DIR_ENV])
+    assert not data.exists() and data.is_relative_to(runner)
+    # The pinned address, served from the local copy.
+    url = test["env"]["MULTI30K_URL"].removeprefix("https://")
+    served = tmp_path / "server" / url
+    served.mkdir(parents=True)
+    book_files = set()
+    for split in datasets.BOOK_MULTI30K_SPLITS:
+        for path in datasets.multi30k_paths(split, download=False).values():
+            shutil.copy(path, served / path.name)
+            book_files.add(path.name)
+    env["MULTI30K_URL"] = f"file://{served}/"
+    env["PATH"] = f"{make_of_this_environment(tmp_path)}{os.pathsep}{env['PATH']}"
+    checkout = fresh_checkout(tmp_path / "checkout")
+    data_steps = [step for step in test["steps"] if datasets.DATA_DIR_ENV in step.get("run", "")]
+
+    def run_steps() -> None:
+        for step in data_steps:
+            done = subprocess.run(
+                ["bash", "-e", "-c", step["run"]],  # GitHub's shell for a `run` step
+                cwd=checkout,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"{step['name']}:\n{done.stdout}{done.stderr}"
+
+    run_steps()
+    multi30k = data / "multi30k"
+    assert {path.name for path in multi30k.iterdir()} == book_files, "what the book reads"
+    for name in book_files:
+        assert datasets.sha256_of(multi30k / name) == datasets.MULTI30K_SHA256[name]
+    toy = data / datasets.WMT14_TOY
+    assert sorted(path.name for path in toy.iterdir()), "the WMT sample, copied from the book"
+    # The next run restores the folder: nothing is downloaded, so no server is needed.
+    shutil.rmtree(tmp_path / "server")
+    run_steps()
+    assert {path.name for path in multi30k.iterdir()} == book_files
+
+
+def test_the_lock_pins_the_setuptools_make_dist_and_the_package_tests_build_with(tmp_path):
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, pinned = line.split("==")
+            pins[name.lower()] = pinned
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    for requirement in map(Requirement, pyproject["build-system"]["requires"]):
+        assert requirement.name in pins, f"constraints.txt pins no {requirement.name}: make lock"
+        assert requirement.specifier.contains(pins[requirement.name])
+    # tools/lock.py writes setuptools with the rest, and never pip (the installer).
+    written = lock.pins(sys.executable)
+    assert f"setuptools=={version('setuptools')}" in written
+    assert not [line for line in written if line.startswith("pip==")]
+    # make dist, and make test before the package tests build theirs, bring it to that version.
+    for target in ("dist", "test"):
+        dry = subprocess.run(
+            [
+                "make",
+                "-n",
+                f"--old-file={ROOT / '.venv'}/.installed",
+                f"VENV={ROOT / '.venv'}",
+                f"TEST_LOGS={tmp_path}",
+                target,
+            ],
+            cwd=ROOT,
+            env=without_make_variables(),
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+        install = f"{ROOT / '.venv'}/bin/python -m pip install -q -c constraints.txt setuptools"
+        assert install in dry, f"make {target}:\n" + "\n".join(dry)
+        later = dry[dry.index(install) :]
+        assert any("publish.py dist" in line or "test-python" in line for line in later), target
+
+
+@pytest.mark.slow
+def test_make_dist_builds_a_fresh_checkout_with_the_locked_setuptools(tmp_path):
+    """`make dist` as the release runs it, in a fresh checkout; pip may not reach an index, so the
+    build can only use what is installed, and the wheel names the setuptools that made it."""
+    checkout = fresh_checkout(tmp_path / "checkout")
+    env = without_make_variables() | {"PIP_NO_INDEX": "1"}
+    env.pop("PYTHONPATH", None)
+    env["PATH"] = f"{make_of_this_environment(tmp_path)}{os.pathsep}{env['PATH']}"
+    done = subprocess.run(
+        ["make", "dist"], cwd=checkout, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = (checkout / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/WHEEL")]
+        generator = archive.read(metadata).decode()
+    locked = re.search(
+        r"^setuptools==(\S+)$", (ROOT / "constraints.txt").read_text(encoding="utf-8"), re.M
+    )
+    assert f"Generator: setuptools ({locked.group(1)})" in generator, generator

@@ -27,10 +27,18 @@ HEADER = """\
 """
 
 
+# Installed in every environment, yet left out by a plain `pip freeze`: setuptools builds the
+# wheel and the sdist (`make dist` and the package tests build without isolation, with this
+# environment's own), so it is pinned like the rest; pip is the installer, not something installed.
+BUILD_TOOL = "setuptools"
+NOT_PINNED = {"pip", "annotated-transformer-book"}  # the installer, and the book itself
+
+
 def pins(python: str) -> list[str]:
-    """`name==version` for every package installed in the environment of `python`, but the book."""
+    """`name==version` for every package installed in the environment of `python` (setuptools
+    included), but pip and the book."""
     frozen = subprocess.run(
-        [python, "-m", "pip", "freeze", "--exclude-editable"],
+        [python, "-m", "pip", "freeze", "--all", "--exclude-editable"],
         capture_output=True,
         text=True,
         check=True,
@@ -40,8 +48,8 @@ def pins(python: str) -> list[str]:
         if not line or line.startswith("#") or line.startswith("-e "):
             continue
         requirement = Requirement(line)
-        if requirement.name == "annotated-transformer-book" or requirement.url:
-            continue  # the book itself, installed from this folder
+        if requirement.name in NOT_PINNED or requirement.url:
+            continue  # pip, or the book itself, installed from this folder
         (specifier,) = requirement.specifier
         version = specifier.version.split("+")[0]  # 2.13.0+cpu -> 2.13.0
         lines.append(f"{requirement.name}=={version}")
@@ -57,6 +65,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     python, target = args.python, args.target
     found = pins(python)
+    if not any(line.startswith(f"{BUILD_TOOL}==") for line in found):
+        print(
+            f"lock: {python} has no {BUILD_TOOL}, which `make dist` builds with (a Python 3.12 "
+            f"environment starts without it): install it there (pip install {BUILD_TOOL}), rerun",
+            file=sys.stderr,
+        )
+        return 1
     with atomic_write(Path(target), "w", encoding="utf-8") as handle:
         handle.write(HEADER + "\n".join(found) + "\n")
     print(f"wrote {len(found)} pins to {target}")

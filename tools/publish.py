@@ -7,7 +7,11 @@
 The repository's public address is written once, as `Repository` in pyproject.toml's
 [project.urls] (site/booksite.py reads it). From it come the README's badges (the block between
 BEGIN and END, rewritten here) and the site's links to the repository, Colab and Binder; while it
-is unset, neither appears. `tests/test_publish.py` holds the README to what pyproject.toml says.
+is unset, neither appears. The README is also the package's page on PyPI, where a link to a file
+of the checkout (`notebooks/ch01_attention.ipynb`) leads nowhere: `make badges` writes its links to
+the book's files as addresses in the repository once it has one (and back as paths when it is
+removed), and a release is refused while any is still a bare path.
+`tests/test_publish.py` holds the README to what pyproject.toml says.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ import booksite  # noqa: E402  (site/booksite.py: the address, and the chapters'
 
 README = ROOT / "README.md"
 WORKFLOWS = ROOT / ".github" / "workflows"
-CI_WORKFLOW = "ci.yml"  # make test on every push and pull request
+CI_WORKFLOW = "ci.yml"  # make test on every push to main and every pull request
 SITE_WORKFLOW = "site.yml"  # the site and the PDF, deployed to GitHub Pages from main
 RELEASE_WORKFLOW = "release.yml"  # on a tag vX.Y.Z: the package index, and the PDF on the release
 BEGIN = "<!-- badges: written by `make badges` from pyproject.toml's [project.urls] Repository -->"
 END = "<!-- end of badges -->"
 FIRST_CHAPTER = "ch01_attention.ipynb"  # the chapter the README's Colab badge opens
+INLINE_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")  # [text](target)
+# A file's address in a GitHub repository: https://github.com/OWNER/NAME/blob/BRANCH/PATH
+IN_A_REPOSITORY = re.compile(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[\w.-]+/(?P<path>[^\s#]+)")
 
 
 def project(pyproject: Path | None = None) -> dict:
@@ -74,11 +81,42 @@ def with_badges(readme: str, lines: list[str]) -> str:
     return pattern.sub(lambda _: block, readme)
 
 
+def file_links(readme: str, repository: str) -> str:
+    """The README's text with each link to a file of the book (a path in the checkout, or that
+    file's address in a GitHub repository) made its address in `repository`, on the branch the
+    site's launch links use, or its path for "" (no repository yet)."""
+
+    def rewrite(found: re.Match) -> str:
+        target = found["target"]
+        in_repository = IN_A_REPOSITORY.fullmatch(target)
+        if in_repository and (ROOT / in_repository["path"]).is_file():
+            path = in_repository["path"]
+        elif not re.match(r"[a-z][a-z0-9+.-]*:|#", target) and (ROOT / target).is_file():
+            path = target
+        else:
+            return found.group(0)  # an address elsewhere, or an anchor on the page
+        if repository:
+            owner, name = booksite.owner_and_name(repository)
+            path = f"https://github.com/{owner}/{name}/blob/{booksite.LAUNCH_BRANCH}/{path}"
+        return f"]({path})"
+
+    return INLINE_LINK.sub(rewrite, readme)
+
+
+def relative_links(readme: str) -> list[str]:
+    """The README's link targets that are paths (broken on the package index): neither an
+    address (https:, mailto:...) nor an anchor on the page."""
+    targets = [found["target"] for found in INLINE_LINK.finditer(readme)]
+    return [t for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t)]
+
+
 def readme_badges(pyproject: Path | None = None, readme: Path = README) -> str:
-    """The README as pyproject.toml's address and package name make it."""
+    """The README as pyproject.toml's address and package name make it: its badges and its links
+    to the book's files."""
     found = project(pyproject)
     address = booksite.repository(pyproject)
-    return with_badges(readme.read_text(encoding="utf-8"), badges(address, found["name"]))
+    text = with_badges(readme.read_text(encoding="utf-8"), badges(address, found["name"]))
+    return file_links(text, address)
 
 
 def build_dist(folder: Path) -> tuple[Path, Path]:
@@ -110,14 +148,21 @@ def build_dist(folder: Path) -> tuple[Path, Path]:
     return wheels[0], sdists[0]
 
 
-def tag_problem(tag: str) -> str | None:
+def tag_problem(tag: str, readme: Path | None = None) -> str | None:
     """Why `tag` may not publish a release (None when it may): it must be v + pyproject's version,
-    the version every notebook's first cell installs (tools/book.py writes it there)."""
+    the version every notebook's first cell installs (tools/book.py writes it there), and the
+    README, the release's page on the package index, may link no file by a bare path."""
     version = project()["version"]
     if tag != f"v{version}":
         return (
             f"the tag {tag!r} is not v{version}, pyproject.toml's version: raise the version, "
             "re-execute the notebooks (`make execute`), commit, and tag that"
+        )
+    if bare := relative_links((readme or README).read_text(encoding="utf-8")):
+        return (
+            f"README.md, the package's page on PyPI, links {len(set(bare))} files by paths that "
+            f"lead nowhere there ({min(bare)}, ...): set Repository in pyproject.toml's "
+            "[project.urls] and run `make badges`, which makes them addresses in the repository"
         )
     return None
 
