@@ -311,17 +311,20 @@ class Vocab(Vocabulary):
 # ## 4. Subwords: a vocabulary with no unknown words
 #
 # A word vocabulary has a blind spot, and Multi30k's test set finds it: names, numbers, rare
-# nouns and above all German compounds ("Fußballtrikot", "Holzbank") that the training split has
-# seen once or never. With `min_freq = 2` about a third of the German test sentences contain a word
-# the encoder can only read as `<unk>`, and about one English reference in five contains a word
-# the decoder cannot write at all (section 5 counts them).
+# nouns and above all German compounds ("Dschungellandschaft", or a verb form such as "anstarrt")
+# that the training split has seen once or never (these two: never; the test set has each once).
+# With `min_freq = 2` about a third of the German test sentences contain a word the encoder can
+# only read as `<unk>`, and about one English reference in five contains a word the decoder
+# cannot write at all (section 5 counts them).
 #
 # The paper's remedy (section 5.1) is **byte-pair encoding** (Sennrich et al., 2016). Start
 # from single characters; find the pair of neighbouring symbols that occurs most often in the
 # training text and make it a new symbol; repeat until the vocabulary has the size you asked for.
 # A frequent word ends up as one symbol, while a rare one is spelled with a few frequent pieces
-# ("Fußballtrikot" might become "Fuß", "ball", "tri", "kot"), so no word is ever unknown, and the
-# pieces of a compound carry meaning the model has already learned.
+# (chapter 7's 8,000 pieces spell "anstarrt" as "an", "st", "ar", "rt"), so no word is ever
+# unknown, and where the pieces follow a compound's parts, they carry meaning the model has
+# already learned. They need not: "Dschungellandschaft" comes out as "D", "sch", "ung", "ell",
+# "and", "schaft", not as "Dschungel" and "landschaft".
 #
 # The vocabulary is **shared** by the two languages: it is learned from the German and the English
 # training sentences together. They use one alphabet, and names, numbers and many loanwords are
@@ -331,12 +334,13 @@ class Vocab(Vocabulary):
 #
 # `Subwords` learns it with the `sentencepiece` library (Kudo and Richardson, 2018) in BPE mode.
 # It reads raw text, not spaCy's tokens, and marks where each word starts with `▁`, so decoding
-# is exact: join the pieces, turn `▁` back into spaces, and the text is back, with no detokenizer
-# to get wrong. Its Unicode normalization is switched off (it would rewrite "…" as "..."), so the
-# model learns to write what the references contain. With `byte_fallback`, a character that never
-# made it into the vocabulary is spelled as its UTF-8 bytes rather than `<unk>`. The specials get
-# `Vocab`'s ids, and like a `Vocab`, a `Subwords` is saved with the settings that built it and
-# refused when they differ. Chapter 7 can train on them (`vocab_size=8000`); chapter 8 uses the
+# needs no detokenizer: join the pieces, turn `▁` back into spaces, and the text is back. Nearly
+# always exactly: sentencepiece reads a run of spaces as one, so the few dozen training texts
+# with a doubled space come back with a single one. Its Unicode normalization is switched off
+# (it would rewrite "…" as "..."), so the model learns to write what the references contain. With
+# `byte_fallback`, a character that never made it into the vocabulary is spelled as its UTF-8
+# bytes rather than `<unk>`. The specials get `Vocab`'s ids, and like a `Vocab`, a `Subwords` is
+# saved with the settings that built it and refused when they differ. Chapter 7 can train on them (`vocab_size=8000`); chapter 8 uses the
 # same class on WMT, where a word vocabulary is not an option.
 
 
@@ -364,7 +368,7 @@ class Subwords(Vocabulary):
             vocab_size=vocab_size,
             character_coverage=0.9999,
             byte_fallback=True,
-            normalization_rule_name="identity",  # keep the text as written: exact round trips
+            normalization_rule_name="identity",  # keep the characters as written ("…" stays)
             unk_id=SPECIALS.index("<unk>"),
             pad_id=SPECIALS.index("<pad>"),
             bos_id=SPECIALS.index("<s>"),
@@ -394,7 +398,8 @@ class Subwords(Vocabulary):
         return self.processor.encode(list(texts), out_type=str)
 
     def join(self, tokens: Sequence[str]) -> str:
-        """Pieces -> text, exactly (byte pieces are put back together into their characters)."""
+        """Pieces -> text: byte pieces put back together into their characters (a run of spaces
+        in the original came back as one)."""
         return self.processor.decode_pieces(list(tokens))
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
