@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load
 
 from annotated.base import machine
 
@@ -42,26 +43,10 @@ def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys)
     assert "WARNING: the machine was busy" in capsys.readouterr().err
 
 
-def _bench_recipes():
-    """benchmarks/bench_recipes.py, imported the way it runs (beside common.py)."""
-    import sys
-
-    sys.path.insert(0, str(PATH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_recipes", PATH.parent / "bench_recipes.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(PATH.parent))
-    return module
-
-
 def test_each_recipe_candidate_is_run_6_with_only_its_changes():
     import dataclasses
 
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     full = dataclasses.asdict(recipes.RUN6)
     folders = set()
     for name, (changes, why) in recipes.CANDIDATES.items():
@@ -82,7 +67,7 @@ def test_chapter_7s_long_profile_is_the_candidate_that_was_measured():
 
     from annotated.ch07_multi30k import PROFILES
 
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     measured = recipes.candidate_config("two layers, 40 epochs")
     # The same recipe, with chapter 7's time budget on top (the candidates had none).
     assert dataclasses.replace(PROFILES["long"], max_minutes=None) == measured
@@ -90,14 +75,14 @@ def test_chapter_7s_long_profile_is_the_candidate_that_was_measured():
 
 
 def test_a_changed_candidate_trains_in_a_new_folder(monkeypatch):
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     before = recipes.candidate_folder("two layers")
     monkeypatch.setitem(recipes.CANDIDATES, "two layers", ({"N": 2, "warmup": 400}, "changed"))
     assert recipes.candidate_folder("two layers") != before
 
 
 def test_the_recipe_record_agrees_with_its_candidates_and_its_curves():
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     if not recipes.RECORD.exists():
         pytest.skip("no recipe record yet (make bench-recipes)")
     lines = json.loads(recipes.RECORD.read_text())["lines"]
@@ -118,7 +103,7 @@ def test_the_recipe_record_agrees_with_its_candidates_and_its_curves():
 
 
 def test_step_costs_as_avx2_run_fp32_under_avx2_kernels_and_are_kept_apart(tmp_path, monkeypatch):
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     with pytest.raises(SystemExit):  # the kernel limits mean nothing to a training run
         recipes.main(["--as-avx2", "--only", "two layers"])
     for key, value in recipes.AS_AVX2.items():  # as if started again with them (no exec here)
@@ -149,7 +134,7 @@ def test_step_costs_as_avx2_run_fp32_under_avx2_kernels_and_are_kept_apart(tmp_p
 def test_each_session_that_trains_a_candidate_is_noted_from_the_step_it_resumed_at(tmp_path):
     import torch
 
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     folder = tmp_path / "candidate"
     recipes.note_session(folder, 300, threads=1, workers=2)  # a fresh start
     folder.mkdir(exist_ok=True)
@@ -173,7 +158,7 @@ def test_the_search_trains_only_missing_candidates_and_keeps_the_others_lines(
 ):
     from annotated.training.sweeps import config_identity
 
-    recipes = _bench_recipes()
+    recipes = load("bench_recipes")
     trained = []
 
     def measure(job, threads, workers):
@@ -200,7 +185,7 @@ def test_the_starting_point_runs_with_the_environment_it_had(monkeypatch, tmp_pa
     an older checkout that does not set it ran with oneDNN's default, and so it must be timed."""
     import subprocess
 
-    bench = _bench_module("bench_multi30k")
+    bench = load("bench_multi30k")
     seen = []
     answer = json.dumps({"target tokens/s": {"ours": 2.0, "nn.Transformer": 1.0}})
 
@@ -224,27 +209,13 @@ def test_the_starting_point_runs_with_the_environment_it_had(monkeypatch, tmp_pa
     assert [capacity for _, capacity in seen] == ["16384"] * 4
 
 
-def _bench_module(name: str):
-    """A module of benchmarks/, imported the way it runs (beside common.py)."""
-    import sys
-
-    sys.path.insert(0, str(PATH.parent))
-    try:
-        spec = importlib.util.spec_from_file_location(name, PATH.parent / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(PATH.parent))
-    return module
-
-
 @pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")
 def test_the_gpu_benchmark_checks_run_here_on_the_cpu(monkeypatch):
     """bench_gpu.py's checks, on the CPU in place of a GPU (this machine may have none): the
     code runs, fused and plain attention agree, and the three losses are timed."""
     import torch
 
-    bench = _bench_module("bench_gpu")
+    bench = load("bench_gpu")
     monkeypatch.setattr(bench, "CUDA", torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     rows = bench.attention_check()
@@ -259,7 +230,7 @@ def test_the_gpu_benchmark_checks_run_here_on_the_cpu(monkeypatch):
 def test_the_gpu_benchmark_says_it_needs_a_gpu(monkeypatch):
     import torch
 
-    bench = _bench_module("bench_gpu")
+    bench = load("bench_gpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr("sys.argv", ["bench_gpu.py", "--no-train"])
     with pytest.raises(SystemExit, match="needs a CUDA GPU"):

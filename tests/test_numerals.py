@@ -149,8 +149,11 @@ def prose_view(file: str) -> str:
     """The file's text with everything but its prose blanked (a chapter's code cells), so that
     offsets and line numbers stay the file's own."""
     raw = (ROOT / file).read_text(encoding="utf-8")
-    if not file.endswith(".py"):
-        return raw
+    return markdown_view(raw) if file.endswith(".py") else raw
+
+
+def markdown_view(raw: str) -> str:
+    """A chapter's text (py:percent) with its code cells blanked, offsets kept."""
     lines, markdown = [], False
     for line in raw.splitlines(keepends=True):
         if line.startswith("# %%"):

@@ -140,7 +140,7 @@ def tied_spans(file: str, raw: str, entries: list[dict]) -> list[tuple[int, int]
 
 def untied_denials(file: str, root: Path | None = None, absent: list[dict] = ABSENT) -> list[str]:
     raw = text_of(file, root)
-    view = numerals.prose_view(file) if root is None else _view(raw)
+    view = numerals.prose_view(file) if root is None else numerals.markdown_view(raw)
     tied = tied_spans(file, raw, absent)
     return [
         f"{file}:{quoted.line_of(view, m.start())}: "
@@ -148,18 +148,6 @@ def untied_denials(file: str, root: Path | None = None, absent: list[dict] = ABS
         for m in DENIES.finditer(view)
         if not any(a <= m.start() < b for a, b in tied)
     ]
-
-
-def _view(raw: str) -> str:
-    """numerals.prose_view of a text not in the checkout (a planted copy)."""
-    lines, markdown = [], False
-    for line in raw.splitlines(keepends=True):
-        if line.startswith("# %%"):
-            markdown = "[markdown]" in line
-            lines.append(re.sub(r"[^\n]", " ", line))
-        else:
-            lines.append(line if markdown else re.sub(r"[^\n]", " ", line))
-    return "".join(lines)
 
 
 def untied_paper_numerals(file: str) -> list[str]:

@@ -4,14 +4,13 @@ validation alone, each finalist's seeds give its band, every line names its mach
 and `--parallel` starts workers that share the list."""
 
 import dataclasses
-import importlib.util
 import json
-import sys
 import types
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from benchmark_modules import load
 
 from annotated.ch03_training import rate
 from annotated.ch07_multi30k import FULL
@@ -22,17 +21,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture
 def search():
-    """benchmarks/search_recipes.py, imported the way it runs (beside common.py)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "search_recipes", BENCHMARKS / "search_recipes.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load("search_recipes")
 
 
 def test_each_candidate_is_the_full_profile_with_only_its_changes(search):

@@ -1,13 +1,12 @@
 """benchmarks/bench_step_profile.py: the loss's block sizes are tried on the run's own logits, the
 book's block is put back afterwards, and every size gives chapter 3's loss."""
 
-import importlib.util
-import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
+from benchmark_modules import load
 
 from annotated.base import fast_step
 from annotated.ch03_training import label_smoothing_loss
@@ -17,16 +16,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture
 def bench():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_step_profile", BENCHMARKS / "bench_step_profile.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load("bench_step_profile")
 
 
 def test_loss_blocks_try_each_size_and_put_the_books_back(bench, monkeypatch):

@@ -3,12 +3,11 @@ Table 3 and the recipe search (benchmarks/bench_recipes.py)."""
 
 import dataclasses
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_modules import load
 
 from annotated.base.files import LOCK_NAME, FolderInUseError
 from annotated.ch09_table3 import BASE, TABLE3_PROFILES
@@ -35,20 +34,6 @@ def old_digest(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def bench_recipes():
-    """benchmarks/bench_recipes.py, imported the way it runs (beside common.py)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "bench_recipes", BENCHMARKS / "bench_recipes.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
-
-
 # ---------------------------------------------------------------- today's records keep their identity
 
 
@@ -68,7 +53,7 @@ def test_every_table3_line_is_matched_to_its_configuration_and_folder_as_before(
 
 
 def test_every_recipe_line_is_matched_to_its_candidate_and_folder_as_before():
-    recipes = bench_recipes()
+    recipes = load("bench_recipes")
     lines = read_results(recipes.RECORD)
     assert lines, "an empty recipe record"
     for line in lines:
