@@ -212,17 +212,7 @@ def measure(job: Job, workers: int) -> dict:
     config, name = job.config, job.key["name"]
     started = time.perf_counter()
     run = train_multi30k(config, job.folder, progress=False)
-    final = run.averaged or run.translator
-    splits = ["val"] + ([TEST] if job.key["stage"] == "finalist" else [])
-    scores = {}
-    for split in splits:
-        limit = config.test_sentences if split == TEST else config.val_sentences  # all: None
-        for decoding, beam in (("greedy", 1), ("beam", config.decoding.beam)):
-            result, _ = evaluate_split(
-                final, run.corpus, split, limit=limit, beam=beam, alpha=config.decoding.alpha
-            )
-            label = "test2016" if split == TEST else split
-            scores[f"{label} {decoding}"] = result["BLEU"]
+    scores = bleu(run, ["val"] + ([TEST] if job.key["stage"] == "finalist" else []))
     best = run.evals.loc[run.evals["val BLEU"].idxmax()]
     return {
         **job.key,
@@ -244,6 +234,21 @@ def measure(job: Job, workers: int) -> dict:
         "cpu": cpu_kind(),
         "commit": commit(),
     }
+
+
+def bleu(run, splits: list[str]) -> dict:
+    """BLEU of the run's final model (its averaged weights) on each split, greedy and with the
+    recipe's beam: {"val greedy": ..., "val beam": ..., "test2016 greedy": ...}."""
+    config, final = run.config, run.averaged or run.translator
+    scores = {}
+    for split in splits:
+        limit = config.test_sentences if split == TEST else config.val_sentences  # all: None
+        for decoding, beam in (("greedy", 1), ("beam", config.decoding.beam)):
+            result, _ = evaluate_split(
+                final, run.corpus, split, limit=limit, beam=beam, alpha=config.decoding.alpha
+            )
+            scores[f"{'test2016' if split == TEST else split} {decoding}"] = result["BLEU"]
+    return scores
 
 
 def bands(lines: list[dict], names: list[str]) -> dict:
@@ -276,18 +281,7 @@ def hour(name: str, runs: Path, smoke: bool) -> dict:
     config = dataclasses.replace(candidate_config(name, smoke=smoke), max_minutes=minutes)
     folder = config_folder(runs, "hour-" + slug(name), config)
     run = train_multi30k(config, folder, progress=True)
-    final = run.averaged or run.translator
-    scores = {}
-    for decoding, beam in (("greedy", 1), ("beam", config.decoding.beam)):
-        result, _ = evaluate_split(
-            final,
-            run.corpus,
-            "val",
-            limit=config.val_sentences,
-            beam=beam,
-            alpha=config.decoding.alpha,
-        )
-        scores[f"val {decoding}"] = result["BLEU"]
+    scores = bleu(run, ["val"])
     steps = int(run.history.step.max())
     budget = run.budget
     return {

@@ -258,3 +258,22 @@ def test_collect_keeps_the_curve_of_every_run_begun_finished_or_not(search, tmp_
     assert partial["runs"][finished.name]["epochs of the recipe"] == 40
     assert partial["runs"][stopped.name]["val BLEU by epoch"] == [[0.5, 3.0], [1.0, 7.5]]
     assert partial["runs"][stopped.name]["best val BLEU (bare weights)"] == 7.5
+
+
+def test_an_hour_trains_in_chapter_7s_budget_and_reads_no_test_set(search, faked):
+    trained = []
+
+    def train(config, folder, progress):
+        trained.append(config)
+        run = fake_run(config, folder)
+        run.budget = types.SimpleNamespace(recipe_steps=6800, seconds_per_step=1.2)
+        return run
+
+    search.train_multi30k = train
+    assert search.main([*faked.args, "--hour", "subwords 10k, 40 epochs"]) == 0
+    assert trained[0].max_minutes == FULL.max_minutes == 60  # the budget chapter 7 plans with
+    assert set(faked.read) == {"val"}
+    record = json.loads(faked.record.read_text())
+    (line,) = record["search 2: an hour"].values()
+    assert line["recipe steps"] == 6800 and line["planned steps a minute"] == 50.0
+    assert line["steps"] == 10 and line["epochs"] == 1.0 and line["commit"] == "abc123"
