@@ -94,10 +94,10 @@ def test_a_stub_is_not_done_yet_and_a_crash_is_one_line(capsys):
 
 def test_an_unknown_mistake_still_says_what_differs(capsys):
     passed, out = verdict(
-        exercise_1_3, lambda size: torch.ones(1, size, size, dtype=torch.bool), capsys
+        exercise_1_3, lambda size: torch.eye(size, dtype=torch.bool).unsqueeze(0), capsys
     )
-    assert not passed and "at index (0, 0, 1) you have True, the book False" in out
-    assert "Likely" not in out  # no known mistake gives an all-True mask: no guess
+    assert not passed and "at index (0, 1, 0) you have False, the book True" in out
+    assert "Likely" not in out  # no mistake or diagnosis explains a diagonal alone: no guess
 
 
 # ---------------------------------------------------------------- students' wrong answers

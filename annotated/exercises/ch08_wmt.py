@@ -36,6 +36,11 @@ exercise_8_2 = Exercise(
             "it can be 0: with more processes than micro-batches, every process still runs one.",
             lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
         ),
+        Mistake(
+            "the ratio is upside down: the step's tokens over the tokens all processes hold in "
+            "one micro-batch each.",
+            lambda tokens, max_tokens, processes: max(1, round(max_tokens * processes / tokens)),
+        ),
     ),
     fresh=lambda generator: [
         ((500 * draw(generator, 2, 60), 500 * draw(generator, 2, 10), draw(generator, 1, 8)), {})
