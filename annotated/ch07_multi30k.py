@@ -205,7 +205,9 @@ PROFILES = {
         epochs=5,
         cooldown_epochs=2.5,
         max_minutes=13.0,
-        average_last=2,  # the last half epoch: earlier snapshots are much weaker models
+        # the last two snapshots, half an epoch apart (one every half epoch: 4.5 and 5 epochs on a
+        # run that ends on time); earlier snapshots are much weaker models
+        average_last=2,
     ),
     # A minute in CI: a tiny model on 2,000 pairs, through the full profile's code path.
     "smoke": smoke_version(

@@ -92,6 +92,7 @@ from annotated.base.checkpoints import read_checkpoint
 from annotated.base.datasets import read_wmt14
 from annotated.base.devices import DEVICE_ENV
 from annotated.base.distributed import cuda_gpus, process_group_backend, rank_and_world
+from annotated.base.machine import cpu_kind
 from annotated.ch05_text import (
     BatchPlan,
     Corpus,
@@ -378,7 +379,7 @@ def subword_table(corpus: Corpus) -> pd.DataFrame:
 # together.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
-# # the sample run's model, in both profiles
+# # the sample run's model twice: its three matrices shared as one, and kept apart
 # vocab, sample = len(corpus.src_vocab), WMT_PROFILES["sample"]
 # shared = make_model(sample.model_config(vocab, vocab))
 # apart = make_model(dataclasses.replace(sample.model_config(vocab, vocab), share_embeddings=False))
@@ -568,6 +569,13 @@ def table_2() -> pd.DataFrame:
     return frame
 
 
+def machine_label() -> str:
+    """The machine running this, in a few words for a table's row: its GPU, or its CPU cores."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"{cpu_kind()['cores']} CPU cores"
+
+
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
 # table2 = table_2()
@@ -575,7 +583,7 @@ def table_2() -> pd.DataFrame:
 # flops = 6 * count_parameters(run.translator.model) * int(run.history.tokens.sum())
 # base_flops = float(table2.set_index("model").loc["Transformer (base)", "FLOPs EN-DE"])
 # table2.loc[len(table2)] = [
-#     f"this book: the {profile} run, 2 CPU cores", str(ours["tokenized BLEU"]), "",
+#     f"this book: the {profile} run, {machine_label()}", str(ours["tokenized BLEU"]), "",
 #     f"{flops:.1e}".replace("e+", "e"), "", f"{flops / base_flops:.0e}",
 # ]
 # table2.set_index("model")
