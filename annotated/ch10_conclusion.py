@@ -131,7 +131,7 @@
 # English→German. The big model costs the same as GNMT + RL and beats the best ensemble (26.36)
 # by about two points. On English→French the base model (38.1) stays below the earlier systems.
 # Only the big model (41.8) passes them. Table 2 gives each Transformer one training cost for
-# both tasks (its cell spans the two columns; chapter 8's table puts it under English→German),
+# both tasks (its cell spans the two columns, and chapter 8's table shows it under both),
 # and section 6.1 adds that the big model reached its English→French score at less than a
 # quarter of the training cost of the previous state of the art. The costs are the paper's own
 # estimates, in floating-point operations rather than hours, and the book could not repeat the
