@@ -617,7 +617,7 @@ class MultiHeadAttention(nn.Module):
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch01_attention import multi_head_flow
 #
-# multi_head_flow(mha, length=10)
+# multi_head_flow(mha, len_q=10, len_k=7)  # the lengths the cell above ran
 
 # %% [markdown]
 # What several heads buy shows on the walk's sentence from section 1. A second head, with

@@ -137,9 +137,12 @@ from annotated.training.runs import train_run
 # removes it. The hour is the budget, not the length of the run: the 3,040 steps took 11.76
 # training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
 # training step of section 2; on an AMD EPYC, before it, 30.1), 46.3 in float32 on a 2-core
-# Intel Xeon without bf16 instructions (this notebook's previous run), and 27.3 in bf16 on a
-# 2-core AMD EPYC for the run it shows now (section 5), which shared the two cores with other work
-# for much of that time; `benchmarks/README.md` gives each kind of CPU. The validation BLEU
+# Intel Xeon without bf16 instructions (an earlier run of this notebook), 27.3 in bf16 on a
+# 2-core AMD EPYC with bf16 instructions (the run before this one), and 66.2 in float32 on a
+# 2-core AMD EPYC with AVX2 only for the run it shows now (section 5). That run passed the hour:
+# its probe planned the steps for two idle cores (58 a minute, about 52 minutes), other work then
+# shared the cores for its first quarter hour, and the grace of 1.2 times the budget let the
+# schedule finish. `benchmarks/README.md` gives each kind of CPU. The validation BLEU
 # is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
@@ -160,7 +163,7 @@ from annotated.training.runs import train_run
 # against 40.19 and 39.71 for the full profile in the same search (trained with one thread, the long
 # profile with two), and reached validation BLEU 39.0 against 37.8. Trained once each on an Intel
 # Xeon with AMX, the two scored 40.61 / 39.50 (long) and 40.51 / 39.63 (full): a tenth of a point
-# either way. Two makings of one recipe already differ by up to six tenths of a point (section 5),
+# either way. Two makings of one recipe already differ by up to eight tenths of a point (section 5),
 # so the gain is within the noise of single runs; it would take several seeds of each to measure it.
 # The long profile took 52.2 training minutes on that Xeon before the fast step of section 2 (twice
 # the full profile's steps, so about 24 with it), and 62 on the book's bf16 EPYC, a little more than
@@ -205,7 +208,9 @@ PROFILES = {
         epochs=5,
         cooldown_epochs=2.5,
         max_minutes=13.0,
-        average_last=2,  # the last half epoch: earlier snapshots are much weaker models
+        # the last two snapshots, half an epoch apart (one every half epoch: 4.5 and 5 epochs on a
+        # run that ends on time); earlier snapshots are much weaker models
+        average_last=2,
     ),
     # A minute in CI: a tiny model on 2,000 pairs, through the full profile's code path.
     "smoke": smoke_version(
@@ -262,10 +267,11 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 # half-epoch evaluations (from epoch 18 to epoch 20, the last two epochs). Our recipe, though,
 # also brings the rate down over its last ten epochs (chapter 3's cooldown): at the first averaged
 # snapshot it is already less than a tenth of its peak, and it ends near zero, so the weights
-# hardly walk any more and the average can change little. Section 3's table shows how little: in this run the average scores
-# 37.01 on the validation set against the last weights' 36.97 (greedy, no copying), and 38.53
-# against 38.46 on the test set; in the notebook's previous run it came out a little below the
-# last weights instead. Either way the difference is within the noise of one run, and averaging
+# hardly walk any more and the average can change little. Section 3's table shows how little:
+# in this run the average scores 36.71 on the validation set against the last weights' 36.69
+# (greedy, no copying), and 38.93 against 38.92 on the test set; in an earlier run of this
+# notebook it came out a little below the last weights instead (37.08 against 37.36 on the
+# validation set). Either way the difference is within the noise of one run, and averaging
 # costs nothing, so the recipe keeps the paper's step.
 #
 # Stop it at any point (Ctrl-C, a closed laptop, a killed process): run it again and it continues
@@ -361,14 +367,14 @@ def train_multi30k(
 # %% [markdown]
 # (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over a
 # part for its milliseconds and its share of the step. This notebook was executed on an AMD EPYC
-# with bf16 instructions, so its profile is of bf16 steps; on a CPU without them the steps are
-# float32 and longer, and the parts are the same. In the profiles this notebook has shown, executed
-# again and again on CPUs with and without bf16, the book's loss has taken between a sixth and a
-# third of the time chapter 3's does (a profile of eight steps varies from one execution to the
-# next). What the first bar shows is typical of a small model on a CPU: the matrix products, the one
-# kind of work the hardware is built for, take a minority of the step. The largest tensor a step
-# makes is the logits, one row per target token and one column per word of the vocabulary, about
-# 3,000 × 6,190 numbers. Chapter 3's loss reads or writes a tensor of that size at every operation:
+# with AVX2 only, no bf16 instructions, so its profile is of float32 steps; on a CPU with them the
+# steps are bf16 and shorter, and the parts are the same. In the profiles this notebook has shown,
+# executed again and again on CPUs with and without bf16, the book's loss has taken between a sixth
+# and a third of the time chapter 3's does (a profile of eight steps varies from one execution to
+# the next). In float32 the matrix products, the one kind of work the hardware is built for, take
+# most of the first bar; in bf16 they run faster and took a minority of it, the rest of the step
+# then weighing more. The largest tensor a step makes is the logits, one row per target token and
+# one column per word of the vocabulary, about 3,000 × 6,190 numbers. Chapter 3's loss reads or writes a tensor of that size at every operation:
 # the widening to float32, the selection of the non-pad rows (a copy), the log-softmax, the gather
 # and the sums. Autograd then differentiates each operation on its own and builds a full-size
 # gradient for each, mostly zeros (the gather's gradient is a tensor of zeros with one number per
@@ -450,10 +456,11 @@ def train_multi30k(
 # print(scores["chrF signature"][0])
 
 # %% [markdown]
-# **The model the book ships** is this run's average, each matrix stored in 9 to 12 bits
+# **The model the book ships** is the average of this notebook's previous run (the run in bf16 on
+# an AMD EPYC that this chapter's closing section names), each matrix stored in 9 to 12 bits
 # (`annotated/export/browser_model.py` says how the bits are chosen): 9.72 MB of weights where
 # float32 takes 29.31. Rounded so, it scored 40.15 with beam search and 39.17 greedily on the
-# whole test set when the book was made, against 40.19 and 39.17 for the run's own float32 weights
+# whole test set when the book was made, against 40.19 and 39.17 for that run's own float32 weights
 # (both copying unknown words; `make bench-shipped` measured it beside a float16 copy, 14.66 MB,
 # which scored 40.25 and 39.17, before the smaller was chosen: it is also the page's). The table
 # below scores it afresh. Under the `shipped` profile, the table above is this one.
@@ -513,8 +520,10 @@ def length_penalty_sweep(
 # the outputs longer than the references. We took 2.5. Only after choosing did we decode the test
 # set with it. There the change of $\alpha$ alone was worth 1.1 BLEU (39.7 against 38.6 at 0.6).
 # The table above is the same sweep for the two-layer run this notebook was executed with (see
-# section 5 for which run that is): 38.6 without a penalty, 39.0 at 0.6, 40.0 at 2.5, where the
-# length ratio is nearly 1, and a little lower again at 3.0 and 4.0. The same shape, so 2.5 stays.
+# section 5 for which run that is): 38.3 without a penalty, 38.6 at 0.6, 39.6 at 2.5, where the
+# length ratio is nearly 1, and then nearly level: 39.6 at 3.0 and 39.7 at 4.0, with outputs longer
+# than the references. The same shape, and no gain past 2.5 that one run could tell from noise, so
+# 2.5 stays.
 
 # %% [markdown]
 # Some test sentences, with the reference and both decodings:
@@ -685,15 +694,14 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 # %% [markdown]
 # What this head does, in the run saved here (head 3 of the first layer, as the cells above print;
 # another run or machine may pick another head, and the numbers will differ). One word draws most
-# of the attention: *Mountainbikes*. The verb *fahren* puts 0.73 of its weight on it, the thing
-# being ridden, and only 0.03 on itself; the unknown word (*Dschungellandschaft*, read as `<unk>`)
-# puts 0.47 there, *Mountainbikes* itself 0.59 and *durch* 0.65. The subject, *Sechs Leute*, looks
-# elsewhere: *Sechs* keeps 0.41 of its weight for itself and gives *Leute* 0.15, and *Leute* keeps
-# only 0.12 and spreads the rest over the sentence's end, `</s>` (0.24) and the full stop (0.22),
-# and *Sechs* (0.18). The full stop and `</s>` spread theirs too, with
-# no word above 0.21. Chapter 1's hand-made head linked a verb to its objects by design; this one
-# learned a similar link from the data, mixed with other habits in one head, with numbers that
-# have no names.
+# of the attention: *Mountainbikes*. The verb *fahren* puts 0.76 of its weight on it, the thing
+# being ridden, and only 0.04 on itself; the unknown word (*Dschungellandschaft*, read as `<unk>`)
+# puts 0.32 there, *Mountainbikes* itself 0.41 and *durch* 0.80. The subject, *Sechs Leute*, looks
+# elsewhere: *Sechs* keeps 0.33 of its weight for itself and gives *Leute* 0.17, and *Leute* keeps
+# only 0.10 and gives most of the rest to *Sechs* (0.25) and to the sentence's end, the full stop
+# and `</s>` (0.17 each). The full stop and `</s>` spread theirs, with no word above 0.21.
+# Chapter 1's hand-made head linked a verb to its objects by design; this one learned a similar
+# link from the data, mixed with other habits in one head, with numbers that have no names.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Beam search on a real sentence
@@ -751,17 +759,17 @@ def traced_search(
 
 # %% [markdown]
 # In the run saved here the model is nearly sure of its first word (*Six*, log-probability
-# −0.01) and the beam's alternatives are far behind (*There*, −5.47). The real choices come
-# later: *are* against *riding* and *ride* (−0.85, −1.32, −1.78 after three words). Four
-# candidates finished, at steps 12, 14, 15 and 15, and that ended the search. (A step sets aside
+# −0.01) and the beam's alternatives are far behind (*There*, −5.95). The real choices come
+# later: *are* against *riding* and *ride* (−1.01, −1.25, −1.67 after three words). Five
+# candidates finished, at steps 12, 14, 14, 15 and 15, and that ended the search: a step sets aside
 # every candidate among its best $k$ that ends with `</s>`, as long as fewer than $k$ had
-# finished before it, so the last step can bring the count past $k$: another run of this
-# notebook once finished five here.) Now the length penalty decides: with the paper's α = 0.6 the
-# best is the shortest, *Six people are riding bikes through a mountain bike ride.*, with our
-# α = 2.5 one three words longer, *... through a mountain bike bike bike bike ride.*, whose
+# finished before it, so the last step can bring the count past $k$ (here the fourth and the
+# fifth finished together, at the last step). Now the length penalty decides: with the paper's
+# α = 0.6 the best is the shortest, *Six people are riding bikes through a mountain bike ride.*,
+# with our α = 2.5 one three words longer, *... through a mountain bike bike bike bike race.*, whose
 # stammer shows that a longer output is not always a better one. Over the whole validation set,
-# though, α = 2.5 makes such longer choices often enough to raise the length ratio from 0.954 to
-# 0.991 and validation BLEU by 0.9 (section 3).
+# though, α = 2.5 makes such longer choices often enough to raise the length ratio from 0.959 to
+# 0.997 and validation BLEU by 1.0 (section 3).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Where this differs, and what limits it
@@ -789,16 +797,18 @@ def traced_search(
 #   in our budget they cost more than they gained.
 #
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
-# seed, batches and 3,040 steps above, on a 2-core AMD EPYC with bf16 instructions, so in bf16: 27.3
-# training minutes (the two cores also ran other work for much of that time, so the minutes are no
-# clean measurement), and 40.19 with beam search and 39.17 greedy on the 2016 test set. On one kind
-# of CPU with the same thread count the recipe is deterministic, so the same command there gives
-# these scores to the last digit. Another machine adds the products in another order, and float32 is
-# another arithmetic again, so its run parts ways with this one in the last bits within the first
-# steps and ends as a second sample of the same recipe, up to six tenths of a point away on each
-# score. The notebook's previous run is such a sample: trained alone in float32 on a 2-core Intel
-# Xeon without bf16 instructions (AVX-512, no AMX), it took 46.3 training minutes and scored 40.39
-# with beam search and 39.53 greedy (`benchmarks/results/ch07-notebook-runs.json` keeps it). So is
+# seed, batches and 3,040 steps above, on a 2-core AMD EPYC with AVX2 only (no AVX-512, no bf16
+# instructions), so in float32: 66.2 training minutes (the two cores also ran other work for the
+# first quarter hour, so the minutes are no clean measurement), and 40.06 with beam search and 39.55
+# greedy on the 2016 test set. On one kind of CPU with the same thread count the recipe is
+# deterministic, so the same command there gives these scores to the last digit. Another machine
+# adds the products in another order, and bf16 is another arithmetic again, so its run parts ways
+# with this one in the last bits within the first steps and ends as a second sample of the same
+# recipe, up to eight tenths of a point away on each score. The notebook's earlier runs are such
+# samples (`benchmarks/results/ch07-notebook-runs.json` keeps them): in bf16 on a 2-core AMD EPYC
+# with bf16 instructions, beside other work, 27.3 training minutes and 40.19 with beam search and
+# 39.17 greedy; alone in float32 on a 2-core Intel Xeon without bf16 instructions (AVX-512, no
+# AMX), 46.3 training minutes and 40.39 with beam search and 39.53 greedy. So is
 # the book's benchmark record (`benchmarks/results/multi30k.json`): the same recipe trained in bf16
 # on an Intel Xeon with AMX, in 11.76 training minutes, scored 40.45 with beam search and 39.2
 # greedy. On the book's AMD EPYC (the record of commit 3946b58, before the fast step) it scored
@@ -823,10 +833,10 @@ def traced_search(
 #
 # <details><summary>Answer</summary>
 #
-# Higher: in this run the curve ends at 36.97 and the averaged model with copying and beam search
-# scores 39.98 on the same validation set. The table of section 3 splits it: averaging changes
-# little here (37.01: greedy, averaged, no copying), copying `<unk>` adds about 1.4 (38.43), and
-# beam search with $\alpha = 2.5$ about 1.6 more.
+# Higher: in this run the curve ends at 36.69 and the averaged model with copying and beam search
+# scores 39.59 on the same validation set. The table of section 3 splits it: averaging changes
+# little here (36.71: greedy, averaged, no copying), copying `<unk>` adds about 1.6 (38.34), and
+# beam search with $\alpha = 2.5$ about 1.3 more.
 #
 # </details>
 #

@@ -74,8 +74,9 @@
 # * **Chapter 7, Multi30k (§5.2–5.4, 6.1).** A 2 + 2-layer model of width 256, trained on words
 #   for 3,040 steps with checkpoint averaging. In the benchmark record's run (an Intel Xeon with
 #   AMX, in bf16) it reached 40.45 BLEU with beam search and 39.2 greedy on test2016; the run
-#   chapter 7's notebook shows, in bf16 on an AMD EPYC, 40.19 and 39.17. The lab notebook's run
-#   6, the same recipe with three layers a side, gave 39.55 and 38.07 on an AMD EPYC.
+#   chapter 7's notebook shows, in float32 on an AMD EPYC with AVX2 only, 40.06 and 39.55. The
+#   lab notebook's run 6, the same recipe with three layers a side, gave 39.55 and 38.07 on an AMD
+#   EPYC.
 # * **Chapter 8, WMT 2014.** The paper's recipe from start to finish on a 10,000-pair sample, run on
 #   a CPU: 0.35 sacreBLEU after 20 minutes on the AMD EPYC of the benchmark record (chapter 8's
 #   notebook shows a later run on the same kind of CPU, with more steps and about the same score),
@@ -131,7 +132,7 @@
 # English→German. The big model costs the same as GNMT + RL and beats the best ensemble (26.36)
 # by about two points. On English→French the base model (38.1) stays below the earlier systems.
 # Only the big model (41.8) passes them. Table 2 gives each Transformer one training cost for
-# both tasks (its cell spans the two columns; chapter 8's table puts it under English→German),
+# both tasks (its cell spans the two columns, and chapter 8's table shows it under both),
 # and section 6.1 adds that the big model reached its English→French score at less than a
 # quarter of the training cost of the previous state of the art. The costs are the paper's own
 # estimates, in floating-point operations rather than hours, and the book could not repeat the

@@ -47,13 +47,19 @@ def _files(folder: Path) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch):
-    """No mirror from the environment, and no network: calling the opener fails the test."""
+    """No mirror from the environment, and no network: calling the opener fails the test. The
+    pauses between a download's tries are recorded (`WAITS`), not waited."""
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
 
     def no_network(url, start=0):
         pytest.fail(f"the test tried to download {url}")
 
     monkeypatch.setattr(datasets, "_open_url", no_network)
+    monkeypatch.setattr(datasets, "_wait", WAITS.append)
+    WAITS.clear()
+
+
+WAITS: list[float] = []  # the pauses the download took between tries, in this test
 
 
 @pytest.fixture
@@ -197,7 +203,9 @@ def test_offline_with_nothing_available_gives_one_error_naming_every_file_and_bo
     assert "mirror=" in message and DATA_DIR_ENV in message
     assert str(cache / "multi30k") in message
     assert "name resolution" in message
-    assert len(calls) == 1  # after a failed connection the second file is not tried
+    # The first file is tried again, with doubling pauses; after that the second is not tried.
+    assert calls == [datasets.MULTI30K_URL + "train.de.gz"] * datasets.DOWNLOAD_TRIES
+    assert len(WAITS) == datasets.DOWNLOAD_TRIES - 1
     assert _files(cache / "multi30k") == []
 
 
@@ -231,7 +239,8 @@ def test_a_download_lands_in_the_cache_verified_and_is_reused(tmp_path, fake_tra
     assert paths == {"de": folder / "train.de.gz", "en": folder / "train.en.gz"}
     assert calls == [datasets.MULTI30K_URL + "train.de.gz", datasets.MULTI30K_URL + "train.en.gz"]
     assert calls[0] == (
-        "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/train.de.gz"
+        "https://raw.githubusercontent.com/multi30k/dataset/"
+        "c40b37b23d6387214f8ab37335b5a8672b9745f2/data/task1/raw/train.de.gz"
     )
     assert _files(folder) == ["train.de.gz", "train.en.gz"]  # no temporary file left
     assert paths["de"].read_bytes() == fake_train["train.de.gz"]
@@ -538,6 +547,7 @@ class _Ranged(io.BytesIO):
 
 
 def test_a_resumable_download_continues_from_its_part_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "DOWNLOAD_TRIES", 1)  # the next run resumes, not the next try
     data = bytes(range(256)) * 400
     calls = []
 
@@ -719,3 +729,55 @@ def test_preparing_without_the_files_says_what_is_missing(tmp_path, fake_book_sp
     assert err.startswith("datasets: 2 multi30k file(s) are not available") and "train.de.gz" in err
     with pytest.raises(ValueError, match="unknown data sets.*multi30k, wmt14-toy, wmt14"):
         datasets.prepare_class_folder(tmp_path, ["wmt15"])
+
+
+def test_a_failed_connection_is_tried_again_with_doubling_pauses_and_resumes(tmp_path, monkeypatch):
+    data = bytes(range(256)) * 400
+    calls = []
+
+    def opener(url, start=0):
+        calls.append(start)
+        if len(calls) == 1:
+            raise urllib.error.URLError("[Errno 104] Connection reset by peer")
+        if len(calls) == 2:  # breaks off after 10,000 bytes
+
+            class Broken(io.BytesIO):
+                def read(self, size=-1):
+                    chunk = super().read(size)
+                    if not chunk:
+                        raise ConnectionResetError("connection reset")
+                    return chunk
+
+            return Broken(data[:10_000])
+        return _Ranged(data[start:])
+
+    monkeypatch.setattr(datasets, "_open_url", opener)
+    file = datasets.RemoteFile("big.tgz", "https://example.org/big.tgz", resumable=True)
+    paths = datasets.verified_files("archives", [file], cache_dir=tmp_path / "cache")
+    assert paths["big.tgz"].read_bytes() == data
+    assert calls == [0, 0, 10_000], "the third try asks only for the rest"
+    assert WAITS == [datasets.DOWNLOAD_BACKOFF, 2 * datasets.DOWNLOAD_BACKOFF]
+
+
+@pytest.mark.parametrize("code, refused", [(404, True), (503, False)])
+def test_a_server_error_is_tried_again_and_a_refusal_is_not(tmp_path, monkeypatch, code, refused):
+    calls = []
+
+    def opener(url):
+        calls.append(url)
+        raise urllib.error.HTTPError(url, code, "the server's answer", {}, None)
+
+    monkeypatch.setattr(datasets, "_open_url", opener)
+    file = datasets.RemoteFile("a.gz", "https://example.org/a.gz")
+    with pytest.raises(DataUnavailableError, match=f"HTTP {code}"):
+        datasets.verified_files("set", [file], cache_dir=tmp_path / "cache")
+    tries = 1 if refused else datasets.DOWNLOAD_TRIES
+    assert len(calls) == tries and len(WAITS) == tries - 1
+
+
+def test_multi30k_is_downloaded_from_one_commit_not_a_branch():
+    pinned = re.fullmatch(
+        r"https://raw\.githubusercontent\.com/multi30k/dataset/([0-9a-f]{40})/data/task1/raw/",
+        datasets.MULTI30K_URL,
+    )
+    assert pinned, f"{datasets.MULTI30K_URL}: a branch's head can change under the checksums"

@@ -366,6 +366,10 @@ CPU_MEANT = {
     "export/browser_model.py:calibration_pairs": "export for the browser",
     "export/browser_model.py:_logits": "export for the browser",
     # Exercise checks: the student's function and the book's run side by side on CPU inputs.
+    "exercises/diagnoses.py:_triangle_of": (
+        "a diagnosis of a mask returned on the CPU inputs; one on another device is reported by "
+        "compare() before any diagnosis runs (exercises.diagnose)"
+    ),
     "exercises/ch01_attention.py:<module>": "exercise check",
     "exercises/ch01_attention.py:_cases_attention": "exercise check",
     "exercises/ch01_attention.py:_cases_attention.normal": "exercise check",

@@ -128,8 +128,13 @@ def test_attention_flow_shows_the_shapes_the_code_produces():
 
 
 def test_multi_head_flow_reads_the_modules_sizes():
-    texts = _texts(multi_head_flow(MultiHeadAttention(d_model=64, h=4), length=3))
+    texts = _texts(multi_head_flow(MultiHeadAttention(d_model=64, h=4), len_q=3))
     assert "64 → 4 × 16" in texts and "× h = 4" in texts and "(B, 3, 4 × 16 = 64)" in texts
+    # Queries and keys of other lengths (chapter 1's cell: 10 queries, 7 keys): each drawn as run.
+    cross = _texts(multi_head_flow(MultiHeadAttention(d_model=64, h=4), len_q=10, len_k=7))
+    assert cross.count("(B, 10, 64)") == 1 and cross.count("(B, 7, 64)") == 2  # Q; K and V
+    assert "(B, 4, 10, 16)" in cross and "(B, 4, 7, 16)" in cross  # per head: Q; K and V
+    assert "(B, 10, 64): output" in cross and "(B, 10, 4 × 16 = 64)" in cross
     other = _texts(multi_head_flow(MultiHeadAttention(d_model=64, h=2, d_k=8, d_v=12)))
     assert "64 → 2 × 8" in other and "64 → 2 × 12" in other and "24 → 64" in other
 
@@ -486,7 +491,9 @@ def _chapters_drawings() -> dict:
         q, kv, kv, torch.ones(2, 1, 7, dtype=torch.bool)
     )
     drawings["attention_flow, no mask"] = attention_flow(q, kv, kv)
-    drawings["ch01 multi_head_flow"] = multi_head_flow(MultiHeadAttention(512, 8), length=10)
+    drawings["ch01 multi_head_flow"] = multi_head_flow(
+        MultiHeadAttention(512, 8), len_q=10, len_k=7
+    )
     drawings["multi_head_flow, d_k and d_v"] = multi_head_flow(
         MultiHeadAttention(1024, 16, 96, 80), 128
     )

@@ -248,6 +248,22 @@ def test_table_2_is_the_sheets():
             assert row.get(key) == number(cell), f"{row['model']} {key}: {cell!r}"
 
 
+def test_chapter_8s_table_2_is_the_papers():
+    """Chapter 8 prints Table 2 with the paper's own digits; every cell is paper.toml's value, and
+    each Transformer's one cost stands under both tasks."""
+    from annotated.ch08_wmt import table_2
+
+    table = table_2()
+    assert list(table["model"]) == [row["model"] for row in PAPER["table_2"]]
+    columns = {"BLEU EN-DE": "bleu_en_de", "BLEU EN-FR": "bleu_en_fr"}
+    columns |= {"FLOPs EN-DE": "cost_en_de", "FLOPs EN-FR": "cost_en_fr"}
+    for (_, cells), row in zip(table.iterrows(), PAPER["table_2"], strict=True):
+        for column, key in columns.items():
+            assert (float(cells[column]) if cells[column] else None) == row.get(key), (
+                f"chapter 8's Table 2, {row['model']}, {column}: {cells[column]!r}"
+            )
+
+
 @needs_sheet
 def test_table_3_is_the_sheets():
     rows = sheet_table(PAPER_SHEET.read_text(encoding="utf-8"), "Table 3")

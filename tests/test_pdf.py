@@ -181,7 +181,7 @@ def runs(flags: np.ndarray) -> list[tuple[int, int]]:
 def code_frames(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
     """The inside of every code-cell frame on a page: (top, bottom, left, right), inclusive.
 
-    A frame is found by its rule: a column of dark pixels, white to their left (the page, or a
+    A frame is found by its rule: a column of dark pixels, white just to their left (the page, or a
     folded cell's box) and the frame's ground just to their right (the code is indented past it),
     in the left third of the page. Its inside runs right to the first column that is white in
     most of its rows: an output box, a table or a chart on white ground has no such rule, and a
@@ -189,7 +189,9 @@ def code_frames(picture: np.ndarray) -> list[tuple[int, int, int, int]]:
     """
     third = picture.shape[1] // 3
     dark = picture[:, 2:third] < FRAME_RULE
-    white = picture[:, : third - 2] >= WHITE
+    # white the two columns left of it: a glyph at the left edge of a tinted table row (a row
+    # index's stroke) has the row's tint just left of it, a frame's rule the page
+    white = (picture[:, : third - 2] >= WHITE) & (picture[:, 1 : third - 1] >= WHITE)
     ground = np.abs(picture[:, 5 : third + 3].astype(np.int16) - FRAME_GROUND) <= 3
     rule = dark & white & ground  # rule[y, x]: the rule at column x + 2
     frames = []

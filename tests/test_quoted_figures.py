@@ -342,7 +342,7 @@ def notebook_scores(chapter: str) -> dict[tuple[str, str, str, str], float]:
 
 def test_chapter_7s_run_and_the_records_are_two_makings_a_few_tenths_apart():
     """Chapter 7, section 5, says its notebook's run and the benchmark record's are two makings
-    of one recipe (on two kinds of CPU), up to six tenths of a point apart on every score both
+    of one recipe (on two kinds of CPU), up to eight tenths of a point apart on every score both
     keep."""
     record = json.loads((RECORDS / "multi30k.json").read_text())
     scores = notebook_scores("ch07_multi30k")
@@ -357,9 +357,9 @@ def test_chapter_7s_run_and_the_records_are_two_makings_a_few_tenths_apart():
         "val_bleu_greedy_last_weights_no_copy": ("val", "last", "greedy", "no"),
     }
     for key, row in pairs.items():
-        assert abs(scores[row] - record[key]) <= 0.6, (
+        assert abs(scores[row] - record[key]) <= 0.8 + 1e-9, (
             f"notebooks/ch07_multi30k.ipynb scores {row} {scores[row]}, multi30k.json {key} "
-            f"{record[key]}: chapter 7's section 5 says they are up to six tenths apart; update it"
+            f"{record[key]}: chapter 7's section 5 says they are up to eight tenths of a point apart; update it"
         )
 
 

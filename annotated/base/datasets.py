@@ -41,6 +41,7 @@ import shutil
 import stat
 import sys
 import tarfile
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -52,6 +53,8 @@ from annotated.base.files import REPO_ROOT, atomic_write, in_checkout, user_fold
 
 DATA_DIR_ENV = "ANNOTATED_DATA_DIR"
 DOWNLOAD_TIMEOUT = 60.0  # seconds a connection may stay silent before the download gives up
+DOWNLOAD_TRIES = 5  # tries of one file while the connection fails or the server errs (5xx)
+DOWNLOAD_BACKOFF = 2.0  # seconds before the second try, doubled before each one after
 LOCAL_SUMS_NAME = "SHA256SUMS.local"
 _CHUNK = 1 << 16
 
@@ -111,6 +114,31 @@ def _open_url(url: str, start: int = 0) -> BinaryIO:
         headers["Range"] = f"bytes={start}-"
     request = urllib.request.Request(url, headers=headers)
     return urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT)
+
+
+def _wait(seconds: float) -> None:
+    # The pause between two tries of a download; tests replace it.
+    time.sleep(seconds)
+
+
+def _fetch_with_retries(file: RemoteFile, target: Path, expected: str | None, origin: str) -> str:
+    """Download `file` (resuming it if it is resumable), trying again after a failed connection
+    or a server error, with a doubling pause, DOWNLOAD_TRIES times in all. An answer such as 404,
+    or the wrong bytes, is final: asking again would not change it."""
+    fetch = _download_resumable if file.resumable else _download
+    pause = DOWNLOAD_BACKOFF
+    for attempt in range(1, DOWNLOAD_TRIES + 1):
+        try:
+            return fetch(file, target, expected, origin)
+        except urllib.error.HTTPError as error:
+            if error.code < 500 or attempt == DOWNLOAD_TRIES:
+                raise
+        except (OSError, http.client.HTTPException):
+            if attempt == DOWNLOAD_TRIES:
+                raise
+        _wait(pause)
+        pause *= 2
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 # --- Where the files may be ----------------------------------------------------------------------
@@ -337,9 +365,8 @@ def verified_files(
         if network_down:
             missing.append((file, f"not tried: {network_down}"))
             continue
-        fetch = _download_resumable if file.resumable else _download
         try:
-            actual = fetch(file, cache_folder / file.name, expected, origin)
+            actual = _fetch_with_retries(file, cache_folder / file.name, expected, origin)
         except urllib.error.HTTPError as error:  # the server answered: other files may still work
             missing.append((file, f"download failed: HTTP {error.code} {error.reason}"))
             continue
@@ -380,7 +407,12 @@ def _unavailable_message(
 
 # Multi30k task 1 (Elliott et al., 2016): English descriptions of Flickr30k images and their
 # German translations, raw (cased, untokenized), one sentence per line, aligned across languages.
-MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+# The files at one commit of the repository, the last to change them (November 2020), not at the
+# head of a branch: what the address serves cannot move under the checksums below.
+MULTI30K_COMMIT = "c40b37b23d6387214f8ab37335b5a8672b9745f2"
+MULTI30K_URL = (
+    f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw/"
+)
 MULTI30K_SPLITS = (
     "train",
     "val",

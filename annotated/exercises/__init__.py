@@ -118,9 +118,12 @@ def judge(
                 f"… {exercise.name}: not done yet. Replace `raise NotImplementedError` with your code."
             )
         if isinstance(outcome, Raised):
+            from annotated.exercises.diagnoses import raised
+
+            hint = raised(outcome.kind, outcome.message, args, kwargs)
             return "fail", (
                 f"✗ {exercise.name}: your function raised {outcome.kind} on {where}: "
-                f"{outcome.message}"
+                f"{outcome.message}" + (f" Likely: {hint}" if hint else "")
             )
         if isinstance(outcome, TimedOut):
             return "timed out", (
@@ -131,7 +134,12 @@ def judge(
         difference = compare(outcome.value, expected, exercise.atol)
         if difference is None:
             continue
-        hint = diagnose(exercise, args, kwargs, outcome.value, expected)
+        runs = [
+            (case_args, case_kwargs, other.value)
+            for (case_args, case_kwargs), other in zip(cases, outcomes, strict=False)
+            if isinstance(other, Returned)
+        ]
+        hint = diagnose(exercise, args, kwargs, outcome.value, expected, runs)
         return "fail", (
             f"✗ {exercise.name}: on {where} {difference}." + (f" Likely: {hint}" if hint else "")
         )
@@ -169,22 +177,39 @@ def fresh_cases(exercise: Exercise, generator: torch.Generator) -> list[Case]:
 
 
 def diagnose(
-    exercise: Exercise, args: tuple, kwargs: dict, got: Any, expected: Any = None
+    exercise: Exercise,
+    args: tuple,
+    kwargs: dict,
+    got: Any,
+    expected: Any = None,
+    runs: Sequence[tuple[tuple, dict, Any]] = (),
 ) -> str | None:
-    """The hint of the first known mistake whose output equals the student's on this input; else
-    the first general diagnosis that explains it (annotated/exercises/diagnoses.py)."""
+    """The hint of the first known mistake whose output equals the student's on this input and on
+    every other input the answer returned on (`runs`: arguments, keyword arguments, value); else
+    the first general diagnosis that explains it (annotated/exercises/diagnoses.py). A mistake that
+    gives the student's output on one input only is a coincidence, not a diagnosis."""
     for mistake in exercise.mistakes:
-        try:
-            wrong = mistake.function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        except Exception:  # noqa: BLE001 - a mistake that cannot run here is not the student's
-            continue
-        if compare(got, wrong, exercise.atol) is None:
+        if all(
+            _gives(mistake.function, exercise.atol, *run) for run in [(args, kwargs, got), *runs]
+        ):
             return mistake.hint
     from annotated.exercises.diagnoses import general
 
     if _device_or_dtype(got, expected):  # compare has said it, first: nothing to add
         return None
-    return general(exercise.reference, args, kwargs, got, expected, exercise.atol)
+    return general(exercise.reference, args, kwargs, got, expected, exercise.atol, runs)
+
+
+def _gives(function: Callable[..., Any], atol: float, args: tuple, kwargs: dict, got: Any) -> bool:
+    """Whether `function` returns `got` on this input (False where it cannot run on it)."""
+    try:
+        value = function(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:  # noqa: BLE001 - a mistake that cannot run here is not the student's
+        return False
+    if isinstance(got, Tensor) and isinstance(value, Tensor) and got.is_floating_point():
+        # a row with every position hidden is NaN in one answer and 0 in another: the same slip
+        got, value = got.detach().nan_to_num(), value.detach().nan_to_num()
+    return compare(got, value, atol) is None
 
 
 def _device_or_dtype(got: Any, expected: Any) -> bool:
@@ -220,11 +245,15 @@ def compare(got: Any, expected: Any, atol: float) -> str | None:
                 "the inputs are (torch.zeros(..., device=x.device), or no .to())"
             )
         difference = _tensor_difference(got, expected, atol)
-        if difference is not None and got.dtype != expected.dtype:
+        if got.dtype != expected.dtype:  # a dtype the task does not ask for is wrong, alone too
             mine, book = (str(t.dtype).replace("torch.", "") for t in (got, expected))
             lead = f"your output is {mine}, the book's {book}"
-            return lead if difference.startswith("your output is") else f"{lead} ({difference})"
+            if difference is None or difference.startswith("your output is"):
+                return lead
+            return f"{lead} ({difference})"
         return difference
+    if isinstance(got, float) and isinstance(expected, list | tuple | dict | str):
+        return f"you returned a float, the book returns a {type(expected).__name__}"
     if isinstance(expected, float) or isinstance(got, float):
         if not isinstance(got, int | float) or isinstance(got, bool):
             return f"you returned a {type(got).__name__}, the book returns a number"
@@ -274,7 +303,8 @@ def _tensor_difference(got: Tensor, expected: Tensor, atol: float) -> str | None
     if torch.isnan(got64).any() and not torch.isnan(expected64).any():
         return "your output has NaN where the book's has numbers"
     scale = max(1.0, expected64.abs().max().item()) if expected64.numel() else 1.0
-    gap = (got64 - expected64).abs().nan_to_num(nan=math.inf)
+    both_nan = torch.isnan(got64) & torch.isnan(expected64)  # NaN where the other has NaN agrees
+    gap = (got64 - expected64).abs().nan_to_num(nan=math.inf).masked_fill(both_nan, 0.0)
     if gap.numel() and gap.max().item() > atol * scale:
         index = tuple(int(i) for i in (gap == gap.max()).nonzero()[0].tolist())
         return f"at index {index} " + numbers(got64[index].item(), expected64[index].item())

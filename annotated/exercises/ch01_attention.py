@@ -40,7 +40,7 @@ def _scores_with(query, key, value, mask, scale, axis=-1, fill_where_true=False)
     scores = query @ key.transpose(-2, -1) / scale
     if mask is not None:
         scores = scores.masked_fill(mask if fill_where_true else ~mask, float("-inf"))
-    return scores.softmax(dim=axis).nan_to_num() @ value
+    return scores.softmax(dim=axis) @ value  # a row with every key hidden is NaN, as in yours
 
 
 exercise_1_2 = Exercise(
@@ -71,6 +71,10 @@ exercise_1_2 = Exercise(
             lambda q, k, v, mask=None: _scores_with(
                 q, k, v, mask, math.sqrt(q.size(-1)), fill_where_true=True
             ),
+        ),
+        Mistake(
+            "the output is divided by sqrt(d_k), not the scores: scale Q K^T before the softmax.",
+            lambda q, k, v, mask=None: _scores_with(q, k, v, mask, 1.0) / math.sqrt(q.size(-1)),
         ),
     ),
 )

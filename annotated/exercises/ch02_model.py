@@ -25,11 +25,14 @@ def _cases_layer_norm() -> list:
     return cases
 
 
-def _layer_norm_with(x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1):
+def _layer_norm_with(
+    x, weight, bias, eps=1e-5, unbiased=False, eps_outside=False, dim=-1, root=True
+):
     """Layer normalization with one thing changed (the variance, where epsilon goes)."""
     mean = x.mean(dim=dim, keepdim=True)
     variance = x.var(dim=dim, keepdim=True, unbiased=unbiased)
     spread = variance.sqrt() + eps if eps_outside else (variance + eps).sqrt()
+    spread = spread if root else variance + eps
     return weight * (x - mean) / spread + bias
 
 
@@ -58,16 +61,30 @@ exercise_2_2 = Exercise(
             "the gain and the shift are swapped: weight multiplies, bias is added.",
             lambda x, w, b, eps=1e-5: _layer_norm_with(x, b, w, eps),
         ),
+        Mistake(
+            "the division is by the variance; divide by its square root, the standard deviation.",
+            lambda x, w, b, eps=1e-5: _layer_norm_with(x, w, b, eps, root=False),
+        ),
     ),
     atol=1e-9,
 )
 
 
-def _table_with(max_len, d_model, swap=False, exponent_of_i=False):
-    """The sinusoidal table with one thing changed (sine and cosine swapped, the exponent)."""
+def _table_with(
+    max_len, d_model, swap=False, exponent_of_i=False, base=10000.0, sign=-1, per_column=False
+):
+    """The sinusoidal table with one thing changed (sine and cosine swapped, the exponent, the
+    base, the exponent's sign, one exponent per column instead of per pair)."""
     position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
     i = torch.arange(d_model // 2, dtype=torch.float64)
-    frequency = 10000.0 ** (-(i if exponent_of_i else 2 * i) / d_model)
+    frequency = base ** (sign * (i if exponent_of_i else 2 * i) / d_model)
+    if per_column:
+        columns = torch.arange(d_model, dtype=torch.float64)
+        angle = position * base ** (sign * columns / d_model)
+        first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
+        table = torch.empty(max_len, d_model, dtype=torch.float64)
+        table[:, 0::2], table[:, 1::2] = first(angle[:, 0::2]), second(angle[:, 1::2])
+        return table
     first, second = (torch.cos, torch.sin) if swap else (torch.sin, torch.cos)
     table = torch.empty(max_len, d_model, dtype=torch.float64)
     table[:, 0::2], table[:, 1::2] = first(position * frequency), second(position * frequency)
@@ -91,6 +108,23 @@ exercise_2_3 = Exercise(
         Mistake(
             "sines fill the first half and cosines the second; they alternate (0::2 and 1::2).",
             lambda n, d: torch.cat([_table_with(n, d)[:, 0::2], _table_with(n, d)[:, 1::2]], dim=1),
+        ),
+        Mistake(
+            "each column has its own exponent j / d_model; a sine and its cosine share one, "
+            "2i / d_model, with i the index of the pair.",
+            lambda n, d: _table_with(n, d, per_column=True),
+        ),
+        Mistake(
+            "the position is multiplied by 10000^(2i / d_model); it is divided by it (the "
+            "exponent's sign is wrong).",
+            lambda n, d: _table_with(n, d, sign=1),
+        ),
+        *(
+            Mistake(
+                f"the base of the power is {base:g}; the paper's is 10000.",
+                lambda n, d, base=base: _table_with(n, d, base=base),
+            )
+            for base in (10.0, 1000.0, 100000.0)  # 100 would be the exponent i / d_model
         ),
     ),
     atol=1e-9,

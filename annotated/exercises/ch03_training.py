@@ -74,11 +74,22 @@ def _fresh_smoothing(generator: torch.Generator) -> list:
 
 
 def _smoothing_with(
-    target, vocab, pad, eps_ls, share=None, zero_pad_column=True, zero_pad_rows=True
+    target,
+    vocab,
+    pad,
+    eps_ls,
+    share=None,
+    zero_pad_column=True,
+    zero_pad_rows=True,
+    swapped=False,
+    row_for_column=False,
 ):
-    q = torch.full((target.size(0), vocab), eps_ls / (share or vocab - 2))
-    q.scatter_(1, target.unsqueeze(1), 1.0 - eps_ls)
-    if zero_pad_column:
+    spread, kept = (1.0 - eps_ls, eps_ls) if swapped else (eps_ls, 1.0 - eps_ls)
+    q = torch.full((target.size(0), vocab), spread / (share or vocab - 2))
+    q.scatter_(1, target.unsqueeze(1), kept)
+    if row_for_column:
+        q[pad : pad + 1] = 0.0
+    elif zero_pad_column:
         q[:, pad] = 0.0
     if zero_pad_rows:
         q[target == pad] = 0.0
@@ -108,6 +119,14 @@ exercise_3_3 = Exercise(
         Mistake(
             "rows whose target is the padding are kept; they must be all zeros (nothing to predict).",
             lambda t, v, p, e: _smoothing_with(t, v, p, e, zero_pad_rows=False),
+        ),
+        Mistake(
+            "eps and 1 - eps are swapped: the target keeps 1 - eps, the others share eps.",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, swapped=True),
+        ),
+        Mistake(
+            "q[pad] zeroes row number pad; the padding token is a column: q[:, pad] = 0.",
+            lambda t, v, p, e: _smoothing_with(t, v, p, e, row_for_column=True),
         ),
     ),
     fresh=_fresh_smoothing,

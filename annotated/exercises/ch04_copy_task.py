@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from annotated.ch03_training import SpecialTokens
@@ -40,6 +42,11 @@ def _until_with(ids, specials, keep_eos=False, last_eos=False, keep_pad=False):
     return rows
 
 
+def _until_eos_kept_pads(ids, specials):
+    """Each row cut before its first </s>, its pads kept."""
+    return _until_with(ids, specials, keep_pad=True)
+
+
 exercise_4_2 = Exercise(
     "exercise 4.2 (cutting outputs at </s>)",
     "my_until_eos(ids, specials) -> list of lists of ids",
@@ -57,6 +64,29 @@ exercise_4_2 = Exercise(
         Mistake(
             "padding ids are kept in the output; leave them out.",
             lambda ids, s: _until_with(ids, s, keep_pad=True),
+        ),
+        Mistake(
+            "the row stops at its first <pad>; only </s> ends a row, and a <pad> is left out "
+            "wherever it is.",
+            lambda ids, s: [
+                row[: row.index(s.pad)] if s.pad in row else row
+                for row in _until_eos_kept_pads(ids, s)
+            ],
+        ),
+        Mistake(
+            "pad and eos are swapped: the row is cut at <pad> and every </s> is dropped.",
+            lambda ids, s: _until_with(ids, replace(s, pad=s.eos, eos=s.pad)),
+        ),
+        Mistake(
+            "the row is not cut: every </s> is dropped, and the tokens after the first are kept.",
+            lambda ids, s: [[t for t in row if t not in (s.eos, s.pad)] for row in ids.tolist()],
+        ),
+        Mistake(
+            "a row without </s> comes back empty; keep the whole row (without its <pad>).",
+            lambda ids, s: [
+                r if s.eos in row else []
+                for r, row in zip(until_eos(ids, s), ids.tolist(), strict=True)
+            ],
         ),
     ),
     fresh=_fresh_until_eos,

@@ -49,8 +49,12 @@ def _fresh_padding(generator: torch.Generator) -> list:
     return cases
 
 
-def _vocabulary_with(sentences, min_freq, strictly_more=False, ties="alphabetical", specials=True):
-    counts = Counter(token for sentence in sentences for token in sentence)
+def _vocabulary_with(
+    sentences, min_freq, strictly_more=False, ties="alphabetical", specials=True, once=False
+):
+    counts = Counter(
+        token for sentence in sentences for token in (set(sentence) if once else sentence)
+    )
     kept = [t for t, n in counts.items() if (n > min_freq if strictly_more else n >= min_freq)]
     if ties == "alphabetical":
         kept.sort(key=lambda t: (-counts[t], t))
@@ -83,6 +87,10 @@ exercise_5_2 = Exercise(
         Mistake(
             "the specials are missing: <unk>, <pad>, <s> and </s> come first, in that order.",
             lambda s, m: _vocabulary_with(s, m, specials=False),
+        ),
+        Mistake(
+            "each word is counted once per sentence; count every time it occurs.",
+            lambda s, m: _vocabulary_with(s, m, once=True),
         ),
     ),
     fresh=_fresh_vocabulary,

@@ -15,9 +15,13 @@ from annotated.ch06_decoding import length_penalty
 from annotated.exercises import Exercise, Mistake, draw
 
 
-def _ngram_matches_with(hypothesis, reference, n, clip=True, total_from_reference=False):
+def _ngram_matches_with(
+    hypothesis, reference, n, clip=True, total_from_reference=False, distinct=False
+):
     grams = lambda tokens: Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))  # noqa: E731
     mine, theirs = grams(hypothesis), grams(reference)
+    if distinct:
+        return len(set(mine) & set(theirs)), sum(mine.values())
     matches = sum(min(c, theirs[g]) if clip else (c if g in theirs else 0) for g, c in mine.items())
     return matches, sum((theirs if total_from_reference else mine).values())
 
@@ -93,6 +97,11 @@ exercise_6_3 = Exercise(
         Mistake(
             "the total counts the reference's n-grams; precision divides by the hypothesis's.",
             lambda h, r, n: _ngram_matches_with(h, r, n, total_from_reference=True),
+        ),
+        Mistake(
+            "each distinct n-gram is counted once; a repeated n-gram counts as often as it "
+            "occurs, up to the reference's count.",
+            lambda h, r, n: _ngram_matches_with(h, r, n, distinct=True),
         ),
     ),
     fresh=_fresh_sentences,

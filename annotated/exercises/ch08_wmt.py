@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+import torch
+
 from annotated.ch08_wmt import WMTConfig
 from annotated.exercises import Exercise, Mistake, draw
+
+
+def is_tie(tokens: int, max_tokens: int, processes: int) -> bool:
+    """Whether tokens / (max_tokens * processes) ends in exactly .5 above 1, where Python's round
+    (half to even) and a student's round half up differ (2.5: 2 or 3)."""
+    share = max_tokens * processes
+    return 2 * tokens % share == 0 and tokens % share != 0 and tokens > share
+
+
+def _fresh_accumulation(generator: torch.Generator) -> tuple[tuple, dict]:
+    """A random step, micro-batch and process count, drawn again on a tie: both ways of rounding
+    a half are right answers, so a fresh input must not tell them apart."""
+    while True:
+        case = (500 * draw(generator, 2, 60), 500 * draw(generator, 2, 10), draw(generator, 1, 8))
+        if not is_tie(*case):
+            return case, {}
+
 
 exercise_8_2 = Exercise(
     "exercise 8.2 (micro-batches per step)",
@@ -36,9 +55,11 @@ exercise_8_2 = Exercise(
             "it can be 0: with more processes than micro-batches, every process still runs one.",
             lambda tokens, max_tokens, processes: round(tokens / (max_tokens * processes)),
         ),
+        Mistake(
+            "the ratio is upside down: divide the step's tokens by what one micro-batch on every "
+            "process holds, tokens_per_step / (max_tokens * processes).",
+            lambda tokens, max_tokens, processes: max(1, round(max_tokens * processes / tokens)),
+        ),
     ),
-    fresh=lambda generator: [
-        ((500 * draw(generator, 2, 60), 500 * draw(generator, 2, 10), draw(generator, 1, 8)), {})
-        for _ in range(4)
-    ],
+    fresh=lambda generator: [_fresh_accumulation(generator) for _ in range(4)],
 )

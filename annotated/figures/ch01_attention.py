@@ -365,20 +365,24 @@ def _heads(canvas: Canvas, x: float, y: float, width: float, lines: Sequence[str
     canvas.text(x + width / 2 + 26, y - 6, f"× h = {h}", TEXT, "start", bold=True)
 
 
-def multi_head_flow(module: MultiHeadAttention, length: int = 10) -> Drawing:
-    """Multi-head attention (section 3.2.2) drawn from a module's own sizes and weights."""
+def multi_head_flow(
+    module: MultiHeadAttention, len_q: int = 10, len_k: int | None = None
+) -> Drawing:
+    """Multi-head attention (section 3.2.2) drawn from a module's own sizes and weights: `len_q`
+    queries, keys and values of `len_k` positions (as many as the queries unless given)."""
+    len_k = len_q if len_k is None else len_k
     h, d_model, d_k, d_v = module.h, module.d_model, module.d_k, module.d_v
     q_out, q_in = module.w_q.weight.shape
     o_out, o_in = module.w_o.weight.shape
-    widths = {"Q": d_k, "K": d_k, "V": d_v}
+    widths = {"Q": (d_k, len_q), "K": (d_k, len_k), "V": (d_v, len_k)}
     inputs = {
         name: (
             [f"{name} input", f"(B, {length}, {d_model})"],
             [f"Linear W^{name}", f"{q_in} → {h} × {w}"],
         )
-        for name, w in widths.items()
+        for name, (w, length) in widths.items()
     }
-    labels = {name: f"(B, {h}, {length}, {w})" for name, w in widths.items()}
+    labels = {name: f"(B, {h}, {length}, {w})" for name, (w, length) in widths.items()}
     # The three inputs side by side, each shape on the right of its arrow, clear of the next one.
     width = max(
         170, *(text_width(line) + 20 for pair in inputs.values() for b in pair for line in b)
@@ -398,18 +402,19 @@ def multi_head_flow(module: MultiHeadAttention, length: int = 10) -> Drawing:
         end = (x + (column - x) / 3, bottom - 180)  # into the heads, a third of the way across
         canvas.arrow([(column, bottom - 99), (column, bottom - 149), end], label=labels[name])
     _heads(canvas, x, bottom - 208, cards, heads, h)
-    canvas.arrow([(x, bottom - 248), (x, bottom - 290)], label=f"(B, {h}, {length}, {d_v})")
-    lines = ["Concat the heads", f"(B, {length}, {h} × {d_v} = {o_in})"]
+    canvas.arrow([(x, bottom - 248), (x, bottom - 290)], label=f"(B, {h}, {len_q}, {d_v})")
+    lines = ["Concat the heads", f"(B, {len_q}, {h} × {d_v} = {o_in})"]
     canvas.box(x, bottom - 313, cards, 46, lines, "operation")
     canvas.arrow([(x, bottom - 336), (x, bottom - 366)])
     canvas.box(x, bottom - 389, cards, 46, ["Linear W^O", f"{o_in} → {o_out}"], "operation")
-    canvas.arrow([(x, bottom - 412), (x, bottom - 446)], label=f"(B, {length}, {o_out}): output")
+    canvas.arrow([(x, bottom - 412), (x, bottom - 446)], label=f"(B, {len_q}, {o_out}): output")
     canvas.top = bottom - 458  # nothing above the output's arrow
     title = f"Multi-head attention with h = {h} heads of d_k = {d_k}"
     description = (
-        f"Queries, keys and values of shape (B, {length}, {d_model}) each pass through their own "
+        f"Queries of shape (B, {len_q}, {d_model}), keys and values of shape (B, {len_k}, "
+        f"{d_model}) each pass through their own "
         f"linear map ({q_in} to {q_out} = {h} heads × {d_k}), are split into {h} heads, attend "
         f"in parallel by scaled dot-product attention, are concatenated back to width {o_in}, "
-        f"and mixed by the output map W^O into (B, {length}, {o_out})."
+        f"and mixed by the output map W^O into (B, {len_q}, {o_out})."
     )
     return Drawing(canvas.svg(title, description), title, description)
