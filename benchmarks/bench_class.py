@@ -1,6 +1,6 @@
 """What one student needs for each chapter on a class server: CPU time, memory and disk, measured.
 
-    python benchmarks/bench_class.py [--profile class] [--threads 1] [--chapters ch07_multi30k ...]
+    python -m benchmarks.bench_class [--profile class] [--threads 1] [--chapters ch07_multi30k ...]
     (`make class-resources`)
 
 Each chapter's notebook is executed from a fresh kernel, as a student would run it, with the
@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import book  # noqa: E402  (tools/book.py: the chapters and their notebooks)
-import torch  # noqa: E402
-from common import RESULTS_DIR, Timing, describe, write_results  # noqa: E402
+import torch
+
+from benchmarks.common import RESULTS_DIR, Timing, describe, write_results
+from tools import book  # the chapters and their notebooks
 
 # Run in a child process: execute one notebook, then report what its kernel used.
 EXECUTE_ONE = """

@@ -4,7 +4,7 @@ Speed is a ratio measured side by side: the two precisions train the same model 
 batches in alternating rounds within one process, so machine load affects both alike.
 Writes benchmarks/results/copy.json.
 
-    python benchmarks/bench_copy.py [--rounds 4] [--steps 20] [--widths 64 256 512] [--skip-convergence]
+    python -m benchmarks.bench_copy [--rounds 4] [--steps 20] [--widths 64 256 512] [--skip-convergence]
 
 Besides the chapter's own model (d_model = 64), the same comparison runs for wider models on the
 same batches (--widths), to show where bfloat16's faster matrix products start to pay for the
@@ -20,12 +20,12 @@ import tempfile
 import time
 
 import torch
-from common import Timing, describe, write_results
 
 from annotated.base.threads import use_fair_threads
 from annotated.ch02_model import make_model
 from annotated.ch03_training import train, use_bf16
 from annotated.ch04_copy_task import COPY_SETUP, train_copy_model
+from benchmarks.common import Timing, describe, write_results
 
 
 def seconds_per_step(

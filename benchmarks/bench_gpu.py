@@ -1,7 +1,7 @@
 """The book's fast paths on a CUDA GPU: checked against the chapters' formulas, timed, and chapter
 7's recipe trained there.
 
-    python benchmarks/bench_gpu.py [--no-train]     (make bench-gpu; needs a CUDA GPU)
+    python -m benchmarks.bench_gpu [--no-train]     (make bench-gpu; needs a CUDA GPU)
 
 1. Fused attention (`MultiHeadAttention` through `F.scaled_dot_product_attention`) against
    chapter 1's `attention` (the same module with `keep_weights`), forward and backward, with no
@@ -21,12 +21,12 @@ import argparse
 import time
 
 import torch
-from common import describe, write_results
 
 from annotated.base import fast_step
 from annotated.base.threads import use_fair_threads
 from annotated.ch01_attention import MultiHeadAttention, fused_attention_pays
 from annotated.ch03_training import label_smoothing_loss
+from benchmarks.common import describe, write_results
 
 CUDA = torch.device("cuda")
 

@@ -2,13 +2,13 @@
 chapter 1's and chapter 3's notebooks (60 notebooks: a third solved, a third not started, a third
 with one exercise wrong and one cell that raises).
 
-The same class is graded by tools/grade.py without the sandbox (--no-sandbox) and with it, one
+The same class is graded by `python -m tools.grade` without the sandbox (--no-sandbox) and with it, one
 after the other in one run on one machine, and (BENCH_ARGS="--against ../start") by an earlier
 checkout's grader too. Each grading is a process of its own, timed from outside; the record keeps
 the seconds per notebook, the sandbox's cost per notebook (the target: under a second) and
 whether every grader gave every student the same statuses. Run it alone (benchmarks/common.py).
 
-    python benchmarks/bench_grade.py [--students 30] [--against PATH]
+    python -m benchmarks.bench_grade [--students 30] [--against PATH]
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import nbformat
+
+from benchmarks.common import Timing, describe, write_results
+from tools import book, student  # the chapters' notebooks, and the student edition
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py: the chapters and their notebooks)
-import nbformat  # noqa: E402
-import student  # noqa: E402  (tools/student.py: the student edition)
-from common import Timing, describe, write_results  # noqa: E402
 
 CHAPTERS = ("ch01_attention", "ch03_training")
 TARGET_SECONDS = 1.0  # the sandbox's cost per notebook
@@ -70,10 +70,19 @@ def statuses(folder: Path) -> dict[str, dict[str, str]]:
     return sheet
 
 
-def graded(grader: Path, folder: Path, flags: list[str]) -> tuple[float, dict]:
-    """Seconds one grading of the class took, and its statuses."""
+def grader_command(checkout: Path) -> list[str]:
+    """How a checkout's grader starts (from that checkout's root): `python -m tools.grade`, or,
+    in a checkout from before tools/ was a package, its tools/grade.py."""
+    if (checkout / "tools" / "__init__.py").is_file():
+        return [sys.executable, "-m", "tools.grade"]
+    return [sys.executable, str(checkout / "tools" / "grade.py")]
+
+
+def graded(checkout: Path, folder: Path, flags: list[str]) -> tuple[float, dict]:
+    """Seconds one grading of the class by the checkout's grader took, and its statuses."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(grader), str(folder), *flags], check=True)
+    command = [*grader_command(checkout), str(folder), *flags]
+    subprocess.run(command, cwd=checkout, check=True)
     return time.perf_counter() - started, statuses(folder)
 
 
@@ -82,16 +91,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--students", type=int, default=30)
     parser.add_argument("--against", type=Path, help="an earlier checkout whose grader to time")
     args = parser.parse_args(argv)
-    graders = {"without the sandbox": (ROOT / "tools" / "grade.py", ["--no-sandbox"])}
-    graders["with the sandbox"] = (ROOT / "tools" / "grade.py", [])
+    graders = {"without the sandbox": (ROOT, ["--no-sandbox"]), "with the sandbox": (ROOT, [])}
     if args.against:
-        graders[f"earlier grader ({args.against.name})"] = (args.against / "tools" / "grade.py", [])
+        graders[f"earlier grader ({args.against.name})"] = (args.against.resolve(), [])
     runs, sheets = {}, {}
     with tempfile.TemporaryDirectory() as scratch:
         notebooks = make_class(Path(scratch) / "class", args.students)
         timing = Timing(1).start()
-        for name, (grader, flags) in graders.items():
-            seconds, sheets[name] = graded(grader, Path(scratch) / "class", flags)
+        for name, (checkout, flags) in graders.items():
+            seconds, sheets[name] = graded(checkout, Path(scratch) / "class", flags)
             runs[name] = {
                 "seconds": round(seconds, 1),
                 "per notebook": round(seconds / notebooks, 3),

@@ -1,6 +1,6 @@
 """Multi30k (chapter 7): the run's BLEU and minutes, the speed of its training step, decoding speed.
 
-    python benchmarks/bench_multi30k.py [--profile full|smoke] [--steps 48] [--rounds 3]
+    python -m benchmarks.bench_multi30k [--profile full|smoke] [--steps 48] [--rounds 3]
                                         [--no-compile] [--against TREE]
 
 1. The training run itself: `train_multi30k` in runs/multi30k-<profile> (resumed if stopped, just
@@ -33,9 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-import step_speed
 import torch
-from common import Timing, describe, write_results
 from torch.utils.flop_counter import FlopCounterMode
 
 import annotated
@@ -48,6 +46,8 @@ from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
 from annotated.training.config import RUNS_DIR
 from annotated.training.finish import final_scores, saved_scores
+from benchmarks import step_speed
+from benchmarks.common import Timing, describe, write_results
 
 CPU = torch.device("cpu")
 

@@ -1,6 +1,6 @@
 """The search for chapter 7's recipe: train run 6 with a change, score it, and record it.
 
-    python benchmarks/bench_recipes.py [--threads T] [--only NAME ...] [--list] [--step-costs]
+    python -m benchmarks.bench_recipes [--threads T] [--only NAME ...] [--list] [--step-costs]
 
 Each candidate is run 6 (the lab notebook's) with the changes listed in CANDIDATES, trained for its
 whole schedule (no time budget: candidates are compared step for step, since their minutes depend
@@ -10,8 +10,8 @@ benchmarks/results/recipes.json (atomically, under a lock), so running the comma
 only what is missing. Two workers of one thread each share the list, each claiming the candidate
 it trains (the sweep machinery of annotated/training/sweeps.py, which chapter 9's Table 3 uses too):
 
-    python benchmarks/bench_recipes.py --threads 1 &
-    python benchmarks/bench_recipes.py --threads 1
+    python -m benchmarks.bench_recipes --threads 1 &
+    python -m benchmarks.bench_recipes --threads 1
 
 The reference, "run 6", is chapter 7's recipe before the search (three layers a side; its run is
 kept in runs/multi30k-run6/), scored the same way. Training minutes
@@ -34,7 +34,6 @@ import sys
 from pathlib import Path
 
 import torch
-from common import RESULTS_DIR, cpu_kind, describe
 
 from annotated.base.checkpoints import read_checkpoint
 from annotated.base.files import atomic_write
@@ -51,6 +50,7 @@ from annotated.training.sweeps import (
     run_jobs,
     updating_record,
 )
+from benchmarks.common import RESULTS_DIR, cpu_kind, describe
 
 RECORD = RESULTS_DIR / "recipes.json"
 STEPS_PER_EPOCH = 152  # chapter 7's full profile: Multi30k's train split in 3,000-token steps
@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.as_avx2 and any(os.environ.get(key) != value for key, value in AS_AVX2.items()):
         # the kernel limits are read when torch starts: start again with them set
         arguments = sys.argv[1:] if argv is None else argv
-        os.execve(sys.executable, [sys.executable, __file__, *arguments], {**os.environ, **AS_AVX2})
+        command = [sys.executable, "-m", "benchmarks.bench_recipes", *arguments]
+        os.execve(sys.executable, command, {**os.environ, **AS_AVX2})
     if args.list:
         for name, (changes, why) in CANDIDATES.items():
             print(f"{name}: {changes or 'none'} ({why}) -> {candidate_folder(name)}")

@@ -1,6 +1,6 @@
 """Which copy of chapter 7's model ships with the book: BLEU and size of each candidate.
 
-    python benchmarks/bench_shipped.py      (make bench-shipped; needs runs/multi30k-full)
+    python -m benchmarks.bench_shipped      (make bench-shipped; needs runs/multi30k-full)
 
 Chapter 7's averaged model is scored on all of test2016 (1,000 sentences), greedy and with beam
 search, copying <unk> as the chapter's final scores do, in three forms: the run's own float32
@@ -15,22 +15,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from common import describe, write_results  # noqa: E402
-
-from annotated.base.files import runs_dir  # noqa: E402
-from annotated.base.threads import use_fair_threads  # noqa: E402
-from annotated.ch05_text import load_multi30k  # noqa: E402
-from annotated.ch06_decoding import Translator, evaluate_split  # noqa: E402
-from annotated.training.finish import load_translator  # noqa: E402
-from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_identity  # noqa: E402
+from annotated.base.files import runs_dir
+from annotated.base.threads import use_fair_threads
+from annotated.ch05_text import load_multi30k
+from annotated.ch06_decoding import Translator, evaluate_split
+from annotated.training.finish import load_translator
+from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_identity
+from benchmarks.common import describe, write_results
 
 SPLIT = "test_2016_flickr"
 

@@ -1,7 +1,7 @@
 """Where a training step of chapter 7's full profile spends its time on this CPU, and what its
 matrix products get of the CPU's own peak.
 
-    python benchmarks/bench_step_profile.py [--steps 8] [--candidate NAME]
+    python -m benchmarks.bench_step_profile [--steps 8] [--candidate NAME]
 
 Chapter 7's section 2 profiles the step on the machine that executed the book. This benchmark
 keeps one entry per kind of CPU in benchmarks/results/step-profile.json ("AMD EPYC (AVX2)", ...),
@@ -31,9 +31,6 @@ import sys
 import time
 
 import torch
-from bench_multi30k import matmul_peaks, step_flops
-from common import RESULTS_DIR, Timing, cpu_kind, describe
-from search_recipes import CANDIDATES, candidate_config, commit, machine_label
 
 from annotated.base import fast_step
 from annotated.base.files import atomic_write
@@ -42,6 +39,9 @@ from annotated.ch03_training import autocast
 from annotated.ch05_text import BatchPlan, load_multi30k
 from annotated.training.config import new_model, shared_specials
 from annotated.training.profiling import step_profiles
+from benchmarks.bench_multi30k import matmul_peaks, step_flops
+from benchmarks.common import RESULTS_DIR, Timing, cpu_kind, describe
+from benchmarks.search_recipes import CANDIDATES, candidate_config, commit, machine_label
 
 RECORD = RESULTS_DIR / "step-profile.json"
 BLOCKS = (16, 32, 64, 128, 256)  # rows of logits per block of the loss

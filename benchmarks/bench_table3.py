@@ -1,6 +1,6 @@
 """Table 3 at Multi30k scale (chapter 9): train every variant not yet recorded, and record it.
 
-    python benchmarks/bench_table3.py [--profile full|smoke] [--threads T] [--step-costs]
+    python -m benchmarks.bench_table3 [--profile full|smoke] [--threads T] [--step-costs]
 
 Each (variant, seed) trains in runs/table3/<variant>-seed<n>-<digest of its configuration>/ and
 resumes from its checkpoint if stopped; each finished line is added to annotated/results/table3.json at once (atomically), so
@@ -11,8 +11,8 @@ On two cores, two workers of one thread each measure more lines an hour than one
 threads (small models use two threads poorly). Each claims the line it trains, so the two share
 the sweep without training anything twice (annotated/training/sweeps.py):
 
-    python benchmarks/bench_table3.py --threads 1 &
-    python benchmarks/bench_table3.py --threads 1
+    python -m benchmarks.bench_table3 --threads 1 &
+    python -m benchmarks.bench_table3 --threads 1
 
 Training minutes recorded by workers that share the machine are not comparable with each
 other, which is why the chapter prices each variant by `--step-costs` instead: the seconds a

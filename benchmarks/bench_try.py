@@ -1,7 +1,7 @@
 """The "Try the model" page (site/try.md) in headless Chromium: how long the model takes to load and
 to translate a 20-word sentence, greedy and with beam search.
 
-    python benchmarks/bench_try.py [--loads 3] [--repeats 5]     (make bench-try)
+    python -m benchmarks.bench_try [--loads 3] [--repeats 5]     (make bench-try)
 
 The site is built as `make site` builds it and served from this machine; Chromium (Debian's, as
 the browser tests use) opens the page `--loads` times in fresh contexts (nothing cached): the load
@@ -33,10 +33,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import Timing, describe, write_results
-
 from annotated.base.datasets import read_multi30k
 from annotated.ch05_text import tokenize
+from benchmarks.common import Timing, describe, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -249,7 +248,7 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    subprocess.run([sys.executable, str(ROOT / "site" / "booksite.py")], check=True, cwd=ROOT)
+    subprocess.run([sys.executable, "-m", "tools.booksite"], check=True, cwd=ROOT)
     sentence = sentence_of(WORDS)
     httpd, url = serve(HTML)
     browser_cpu = BrowserCpu()

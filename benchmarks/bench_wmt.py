@@ -1,6 +1,6 @@
 """WMT14 En-De (chapter 8): the sample run's BLEU, its step size, the paper's model sizes, DDP.
 
-    python benchmarks/bench_wmt.py [--profile sample|smoke]
+    python -m benchmarks.bench_wmt [--profile sample|smoke]
 
 1. The sample run: `train_wmt` in runs/wmt-<profile> (resumed if stopped, just loaded if
    finished; a fresh clone trains it, about 20 minutes on 2 CPU cores), then `wmt_scores`:
@@ -23,13 +23,13 @@ import tempfile
 import time
 
 import torch
-from common import Timing, describe, write_results
 
 from annotated.base.threads import use_fair_threads
 from annotated.ch02_model import count_parameters, make_model
 from annotated.ch08_wmt import WMT_PROFILES, ddp_check, train_wmt, wmt_profile, wmt_scores
 from annotated.training.config import RUNS_DIR
 from annotated.training.finish import saved_scores
+from benchmarks.common import Timing, describe, write_results
 
 
 def paper_parameters(name: str, vocab: int = 37000) -> int:

@@ -65,9 +65,9 @@ run() {
   export ANNOTATED_DATA_DIR="$PWD/.gpu/data" ANNOTATED_RUNS_DIR=/tmp/runs
   cp benchmarks/results/recipes.json "$OUT/recipes.json"
   local common=(--record "$OUT/recipes.json" --runs /tmp/runs/search)
-  timeout --signal=TERM "$seconds" python3 benchmarks/search_recipes.py "${common[@]}" "$@" ||
+  timeout --signal=TERM "$seconds" python3 -m benchmarks.search_recipes "${common[@]}" "$@" ||
     echo "search_recipes.py stopped (exit $?): the runs it had not finished are in partial.json"
-  python3 benchmarks/search_recipes.py "${common[@]}" "$@" --collect "$OUT/partial.json"
+  python3 -m benchmarks.search_recipes "${common[@]}" "$@" --collect "$OUT/partial.json"
   cat /tmp/runs/search/worker-*.log >"$OUT/workers.log" 2>/dev/null || true
 }
 

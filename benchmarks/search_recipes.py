@@ -1,6 +1,6 @@
 """The second search for chapter 7's recipe: shared subwords and longer schedules, many runs at once.
 
-    python benchmarks/search_recipes.py [--stage screen|finalists] [--parallel K] [--only NAME ...]
+    python -m benchmarks.search_recipes [--stage screen|finalists] [--parallel K] [--only NAME ...]
                                         [--finalists N] [--record PATH] [--runs PATH] [--list]
                                         [--step-costs] [--smoke]
 
@@ -50,8 +50,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from common import RESULTS_DIR, cpu_kind, describe
-from common import code_commit as commit
 
 from annotated.base.devices import training_device
 from annotated.base.files import atomic_write
@@ -70,6 +68,8 @@ from annotated.training.sweeps import (
     run_jobs,
     updating_record,
 )
+from benchmarks.common import RESULTS_DIR, cpu_kind, describe
+from benchmarks.common import code_commit as commit
 
 RECORD = RESULTS_DIR / "recipes.json"
 SEARCH = "subwords"  # every line of this search carries {"search": SEARCH}
@@ -392,7 +392,8 @@ def launch(args: argparse.Namespace, argv: list[str], count: int) -> int:
             skip = True
         elif not item.startswith("--parallel="):
             rest.append(item)
-    command = [sys.executable, __file__, *rest, "--parallel", "1", "--threads", "1"]
+    command = [sys.executable, "-m", "benchmarks.search_recipes", *rest, "--parallel", "1"]
+    command += ["--threads", "1"]
     command += ["--workers-sharing", str(count)]
     logs, workers = [], []
     for index in range(count):

@@ -1,6 +1,6 @@
 """The book's own training step, timed on a run's batches: ours against nn.Transformer.
 
-    python benchmarks/step_speed.py [--profile full] [--steps 48] [--rounds 3] [--compile]
+    python -m benchmarks.step_speed [--profile full] [--steps 48] [--rounds 3] [--compile]
 
 Both models go through chapter 3's `train` and so its `train_step` (the loss, optimizer, precision
 and dropout the run uses) on the same sample of the run's own steps, drawn from the whole schedule

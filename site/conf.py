@@ -1,18 +1,14 @@
-"""Sphinx settings for the book's HTML site. Build it with `make site` (see site/booksite.py).
+"""Sphinx settings for the book's HTML site. Build it with `make site` (see tools/booksite.py).
 
 Everything here serves one aim: a site that reads the same with the network off. The notebooks
 are rendered with the outputs saved in them (never re-executed), MathJax comes from a PyPI package
 and is copied into the site, and charts load vega from the site's own `_static/` folder.
+
+Sphinx runs inside `python -m tools.booksite` (or tools.bookpdf), started from the checkout's
+root, so `tools` imports here as it does there.
 """
 
-import sys
-from pathlib import Path
-
-SITE = Path(__file__).resolve().parent
-sys.path.insert(0, str(SITE))
-sys.path.insert(0, str(SITE.parent))  # `annotated`, for a checkout without an installed package
-
-import booksite  # noqa: E402  (site/booksite.py: staging, chapter list, the extension below)
+from tools import booksite  # staging, the chapter list, the extension below
 
 project = "The Annotated Transformer, as a book"
 html_title = "The Annotated Transformer"
@@ -23,10 +19,10 @@ language = "en"
 extensions = [
     "myst_nb",  # notebooks and MyST markdown (it brings myst_parser along)
     "sphinx-mathjax-offline",  # MathJax 3 copied into _static/mathjax, nothing from a CDN
-    "booksite",  # the chapter map on the landing page and the download links on each chapter
+    "tools.booksite",  # the chapter map on the landing page and the download links on each chapter
 ]
 
-# The book's public repository is pyproject.toml's [project.urls] Repository, read by booksite.py:
+# The book's public repository is pyproject.toml's [project.urls] Repository, read by tools/booksite.py:
 # set, every chapter page links its notebook in Colab and Binder, and the header links the
 # repository; unset, neither appears. It is written there only (the README's badges come from it).
 
@@ -59,7 +55,7 @@ html_theme_options = {
 }
 html_static_path = ["_static", str(booksite.STATIC)]  # the book's CSS, and annotated-vega.js
 html_extra_path = [str(booksite.EXTRA)]  # downloads/: every chapter's .ipynb and .py
-# print.css: the page on paper (`make pdf` prints the whole book with it, site/bookpdf.py).
+# print.css: the page on paper (`make pdf` prints the whole book with it, tools/bookpdf.py).
 html_css_files = ["book.css", ("print.css", {"media": "print"})]
 html_js_files = ["book.js"]  # settings the theme's scripts read when they start
 html_copy_source = False  # the downloads/ folder already has the sources

@@ -1,9 +1,10 @@
-"""A module of benchmarks/, imported the way it runs: beside common.py, which it imports."""
+"""A module of benchmarks/, freshly executed under its own name, `benchmarks.NAME`: it imports
+`benchmarks.common` as it does when run (`python -m benchmarks.NAME` from the checkout's root,
+which pytest puts on sys.path: pyproject.toml's `pythonpath`)."""
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,11 +13,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 def load(name: str) -> ModuleType:
     """benchmarks/<name>.py, freshly executed (a test may patch it without touching another's)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(f"benchmarks.{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module

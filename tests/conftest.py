@@ -14,10 +14,7 @@ from needs import missing
 
 from annotated.base.datasets import DATA_DIR_ENV, available_offline
 from annotated.ch05_text import load_multi30k
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import publish  # noqa: E402  (tools/publish.py)
+from tools import publish
 
 
 def pytest_configure(config):

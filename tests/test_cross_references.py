@@ -17,7 +17,6 @@ Chapters are read as the book reads them: annotated/chNN_*.py as jupytext py:per
 from __future__ import annotations
 
 import re
-import sys
 import tomllib
 from pathlib import Path
 
@@ -25,8 +24,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+from tools import book
 
 PAPER = tomllib.loads((ROOT / "annotated" / "paper.toml").read_text(encoding="utf-8"))
 PAPER_SECTIONS = set(PAPER["sections"])

@@ -17,10 +17,7 @@ import pytest
 from needs import missing
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
-import grade  # noqa: E402
-import student  # noqa: E402
+from tools import book, grade, student
 
 TIMEOUT = 60
 CALL_TIMEOUT = 5

@@ -4,9 +4,10 @@ change the teacher's files, reach the network, or stop the grading. Every attack
 honest students' rows exactly right and the teacher's files untouched, and gain its author
 nothing.
 
-The grader runs as `make grade` runs it: a process of its own (tools/grade.py FOLDER), here
-wrapped so that the peak memory of it and its children can be read. GRADE_TOOL=path/to/grade.py
-points the suite at another grader (an older checkout's), to show what succeeded there:
+The grader runs as `make grade` runs it: a process of its own (`python -m tools.grade FOLDER`, from
+the checkout's root), here wrapped so that the peak memory of it and its children can be read.
+GRADE_TOOL=path/to/grade.py points the suite at another grader (an older checkout's, run by its
+path), to show what succeeded there:
 
     GRADE_TOOL=/tmp/old/tools/grade.py pytest tests/test_grade_attacks.py
 
@@ -38,7 +39,8 @@ from test_grade import chapter_1, replaced
 import annotated
 
 ROOT = Path(__file__).resolve().parent.parent
-GRADER = Path(os.environ.get("GRADE_TOOL", ROOT / "tools" / "grade.py"))
+# The grader's command after the Python that runs it: this checkout's, or GRADE_TOOL's script.
+GRADER = [os.environ["GRADE_TOOL"]] if "GRADE_TOOL" in os.environ else ["-m", "tools.grade"]
 PACKAGE = Path(annotated.__file__).resolve().parent
 MARK = uuid.uuid4().hex[:10]  # names this run's leftovers (files, processes)
 SECRET = f"teacher-token-{MARK}"
@@ -150,7 +152,8 @@ class Class:
             "print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
         )
         done = subprocess.run(
-            [sys.executable, "-c", wrapper, sys.executable, str(GRADER), str(self.folder), *flags],
+            [sys.executable, "-c", wrapper, sys.executable, *GRADER, str(self.folder), *flags],
+            cwd=ROOT,
             capture_output=True,
             text=True,
             env=os.environ | {"HOME": str(self.home), "TEACHER_TOKEN": SECRET} | self.env,
@@ -430,7 +433,8 @@ def test_without_bubblewrap_grading_stops_with_one_line(tmp_path):
     empty.mkdir()
     os.symlink(sys.executable, empty / "python")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), str(tmp_path)],
+        [sys.executable, "-m", "tools.grade", str(tmp_path)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         env=os.environ | {"PATH": str(empty)},
@@ -444,7 +448,8 @@ def test_without_bubblewrap_grading_stops_with_one_line(tmp_path):
 def test_no_sandbox_grades_and_says_so_at_the_top(tmp_path):
     nbformat.write(answering(SOLVED_1_2, SOLVED_1_3), tmp_path / "ann.ipynb")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "grade.py"), str(tmp_path), "--no-sandbox"],
+        [sys.executable, "-m", "tools.grade", str(tmp_path), "--no-sandbox"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
     )

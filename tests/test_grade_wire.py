@@ -8,18 +8,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import grade_worker  # noqa: E402
-
-from annotated.ch03_training import SpecialTokens  # noqa: E402
-from annotated.exercises import compare  # noqa: E402
+from annotated.ch03_training import SpecialTokens
+from annotated.exercises import compare
+from tools import grade_worker
 
 
 @dataclasses.dataclass

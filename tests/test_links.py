@@ -6,15 +6,13 @@ page, the course page) is dead in Jupyter, so a chapter names such a page instea
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+from tools import book
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)

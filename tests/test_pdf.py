@@ -1,4 +1,4 @@
-"""The whole book as one PDF (`make pdf`, site/bookpdf.py), read back with pypdf.
+"""The whole book as one PDF (`make pdf`, tools/bookpdf.py), read back with pypdf.
 
 The PDF is built once for this module, as `make pdf` builds it: Sphinx's singlehtml builder makes
 the book one page, headless Chromium prints it, and the HTML site is built again to link it.
@@ -19,7 +19,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 import unicodedata
 from collections import Counter
@@ -29,11 +28,10 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "site"))
-import bookpdf  # noqa: E402  (site/bookpdf.py)
-import booksite  # noqa: E402  (site/booksite.py)
-import needs  # noqa: E402  (tests/needs.py)
-from test_site import run_site_script  # noqa: E402
+import needs  # tests/needs.py
+from test_site import run_site_script
+
+from tools import bookpdf, booksite
 
 CHAPTERS = booksite.chapters()
 # The most text an A4 page of this book can hold, whitespace runs counted as one character: a
@@ -129,7 +127,7 @@ def book() -> dict:
         needs.missing(f"{missing}; `make test` runs `make browser` first")
     from pypdf import PdfReader
 
-    report = run_site_script("bookpdf.py", "make pdf")
+    report = run_site_script("bookpdf", "make pdf")
     reader = PdfReader(bookpdf.PDF)
     pages, sizes = [], Counter()
     for page in reader.pages:
@@ -286,12 +284,12 @@ def test_the_landing_page_links_the_pdf_only_while_it_exists(book):
     kept = bookpdf.PDF.with_name(bookpdf.PDF.name + ".kept")
     shutil.move(bookpdf.PDF, kept)
     try:
-        run_site_script("booksite.py", "the site's build")
+        run_site_script("booksite", "the site's build")
         assert link not in (site / "index.html").read_text(encoding="utf-8")
         assert not (site / bookpdf.PDF.name).exists()
     finally:
         shutil.move(kept, bookpdf.PDF)  # the PDF back, with its old time
-        run_site_script("booksite.py", "the site's build")
+        run_site_script("booksite", "the site's build")
     assert link in (site / "index.html").read_text(encoding="utf-8")
     assert (site / bookpdf.PDF.name).exists()
 

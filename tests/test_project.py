@@ -13,8 +13,7 @@ import yaml
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+from tools import book
 
 CHAPTERS = book.chapters()
 
@@ -244,13 +243,13 @@ def test_a_change_to_a_module_every_chapter_imports_makes_them_all_stale(tmp_pat
 
 
 def test_the_maintainers_guide_shows_which_notebooks_each_module_makes_stale():
-    # `python tools/book.py reach` prints the table; CONTRIBUTING.md holds it as printed.
+    # `python -m tools.book reach` prints the table; CONTRIBUTING.md holds it as printed.
     guide = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     guide = "\n".join(line.strip() for line in guide.splitlines())
     table = book.stale_table()
     assert table in guide, (
         "CONTRIBUTING.md's table of what each module makes stale differs from the package's: "
-        "paste the output of `python tools/book.py reach` in its place"
+        "paste the output of `python -m tools.book reach` in its place"
     )
 
 

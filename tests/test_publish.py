@@ -3,14 +3,12 @@ README's badges (tools/publish.py); the site's links are tests/test_site.py's. A
 a release tag names the version."""
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import publish  # noqa: E402  (tools/publish.py)
+from tools import publish
 
 REPOSITORY = "https://github.com/example-owner/annotated-book"  # a dummy public address
 URLS = re.compile(r"^\[project\.urls\]\n(?:[^\[\n].*\n)*", re.M)

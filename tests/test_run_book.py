@@ -16,8 +16,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_outp
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import run_book  # noqa: E402  (tools/run_book.py)
+from tools import run_book
 
 
 def stdout(text):

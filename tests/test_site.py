@@ -1,6 +1,6 @@
 """The HTML site, read as a student reads it: in Chromium, with every other host refused.
 
-The site is built once for this module (`site/booksite.py`, as `make site` does; Sphinx only
+The site is built once for this module (`python -m tools.booksite`, as `make site` does; Sphinx only
 re-reads what changed). Then every page, the landing page and each chapter found in
 `notebooks/ch*.ipynb`, is opened three ways:
 
@@ -37,8 +37,7 @@ from needs import missing
 from test_publish import REPOSITORY, pyproject_with
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "site"))
-import booksite  # noqa: E402  (site/booksite.py)
+from tools import booksite
 
 CHAPTERS = booksite.chapters()
 PAGES = ["index", "course", "try"] + [chapter.stem for chapter in CHAPTERS]
@@ -122,10 +121,10 @@ def expects_math(page: str) -> bool:
 
 
 def run_site_script(name: str, what: str) -> str:
-    """Run `site/<name>` as `make site` or `make pdf` does and return what it printed; fail with
-    its output if it fails."""
+    """Run `python -m tools.<name>` as `make site` or `make pdf` does and return what it printed;
+    fail with its output if it fails."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "site" / name)],
+        [sys.executable, "-m", f"tools.{name}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -138,7 +137,7 @@ def run_site_script(name: str, what: str) -> str:
 @pytest.fixture(scope="module")
 def site() -> Path:
     """_build/html, brought up to date with the notebooks (a second build takes seconds)."""
-    run_site_script("booksite.py", "the site's build")
+    run_site_script("booksite", "the site's build")
     return booksite.HTML
 
 

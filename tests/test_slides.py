@@ -1,6 +1,6 @@
 """The chapters' slide decks, as a teacher opens them: from disk, offline, at 1280 x 720, in Chromium.
 
-The decks are built afresh into an empty folder, as `make slides` builds them (site/bookslides.py),
+The decks are built afresh into an empty folder, as `make slides` builds them (tools/bookslides.py),
 from the chapters' marked cells and the notebooks' saved outputs. Then every deck is opened from
 disk (file://) in a browser context that is offline, with every request that is not file://
 aborted and recorded, and every slide is shown in turn, its fragments too. On every slide:
@@ -32,8 +32,7 @@ from needs import missing
 from test_site import browser  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "site"))
-import bookslides  # noqa: E402  (site/bookslides.py)
+from tools import bookslides
 
 CHAPTERS = [path.stem for path in sorted(bookslides.NOTEBOOKS.glob("ch*.ipynb"))]
 SHORT = {"ch10_conclusion", "ch11_lab_notebook"}  # short chapters: three slides will do
@@ -107,7 +106,7 @@ _MEASURE = """([h, v, least]) => {
 
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory) -> Path:
-    """Every chapter's deck, built afresh into an empty folder by `site/bookslides.py --out`."""
+    """Every chapter's deck, built afresh into an empty folder by `python -m tools.bookslides --out`."""
     if not (bookslides.REVEAL / "dist" / "reveal.js").is_file():
         missing(
             "reveal.js is not installed in tools/revealjs/node_modules: `make slides` (which "
@@ -115,7 +114,7 @@ def decks(tmp_path_factory) -> Path:
         )
     out = tmp_path_factory.mktemp("slides")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "site" / "bookslides.py"), "--out", str(out)],
+        [sys.executable, "-m", "tools.bookslides", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -263,8 +262,7 @@ def test_every_slide_of_the_deck_fits_and_reads_from_disk_offline(decks, browser
 def test_every_chapter_has_a_deck_whose_title_slide_names_the_papers_sections(decks):
     """The first slide is the chapter's title with the paper's sections its title cell names
     (the copy task and the lab notebook are the book's own: they name none)."""
-    sys.path.insert(0, str(ROOT / "site"))
-    import booksite  # noqa: PLC0415  (site/booksite.py reads a chapter's paper line)
+    from tools import booksite  # noqa: PLC0415  (it reads a chapter's paper line)
 
     for chapter in booksite.chapters():
         page = (decks / f"{chapter.stem}.html").read_text(encoding="utf-8")

@@ -9,19 +9,16 @@ import nbformat
 import pytest
 
 from annotated.base.files import REPO_ROOT as ROOT
-
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402
-import student  # noqa: E402
-
-from annotated.figures import HTML_ENV  # noqa: E402
+from annotated.figures import HTML_ENV
+from tools import book, student
 
 
 @pytest.fixture(scope="module")
 def edition(tmp_path_factory):
     folder = tmp_path_factory.mktemp("student")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "student.py"), str(folder)],
+        [sys.executable, "-m", "tools.student", str(folder)],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,

@@ -38,8 +38,7 @@ from annotated.translate import default_checkpoint, translate_stream
 from annotated.translate import main as translate_main
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import book  # noqa: E402  (tools/book.py)
+from tools import book
 
 # Every test here is slow-marked (the command-line tools, some started as processes):
 # `make unit` leaves them to `make test`.

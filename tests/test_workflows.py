@@ -26,9 +26,7 @@ from packaging.requirements import Requirement
 from annotated.base import datasets
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import lock  # noqa: E402  (tools/lock.py)
-import publish  # noqa: E402  (tools/publish.py)
+from tools import lock, publish
 
 WORKFLOWS = sorted(publish.WORKFLOWS.glob("*.yml"))
 MAKEFILE = (ROOT / "Makefile").read_text(encoding="utf-8")
@@ -136,7 +134,7 @@ def test_the_release_publishes_by_trusted_publishing_as_contributing_says():
     # No token or password: PyPI trusts the workflow's OIDC token.
     assert publishing.get("with") == {"skip-existing": True}, publishing
     runs = [step.get("run", "") for step in steps(release)]
-    assert 'python3 tools/publish.py tag "$GITHUB_REF_NAME"' in runs
+    assert 'python3 -m tools.publish tag "$GITHUB_REF_NAME"' in runs
     assert any("gh release create" in run for run in runs)
     guide = " ".join((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8").split())
     assert f"`{publish.RELEASE_WORKFLOW}`" in guide
@@ -512,7 +510,7 @@ def test_the_lock_pins_the_setuptools_make_dist_and_the_package_tests_build_with
         install = f"{ROOT / '.venv'}/bin/python -m pip install -q -c constraints.txt setuptools"
         assert install in dry, f"make {target}:\n" + "\n".join(dry)
         later = dry[dry.index(install) :]
-        assert any("publish.py dist" in line or "test-python" in line for line in later), target
+        assert any("tools.publish dist" in line or "test-python" in line for line in later), target
 
 
 @pytest.mark.slow

@@ -3,11 +3,11 @@
 The .py file is the single source of truth. This tool never reads a notebook's cells back
 into the .py; it only writes notebooks from the .py files:
 
-    python tools/book.py sync            # .py -> .ipynb, keeping the outputs of unchanged cells
-    python tools/book.py execute         # re-execute only notebooks whose sources changed
-    python tools/book.py execute --all   # re-execute every notebook
-    python tools/book.py status          # say which notebooks are stale, exit 1 if any
-    python tools/book.py reach           # for each module, the notebooks a change to it makes stale
+    python -m tools.book sync            # .py -> .ipynb, keeping the outputs of unchanged cells
+    python -m tools.book execute         # re-execute only notebooks whose sources changed
+    python -m tools.book execute --all   # re-execute every notebook
+    python -m tools.book status          # say which notebooks are stale, exit 1 if any
+    python -m tools.book reach           # for each module, the notebooks a change to it makes stale
 
 A notebook records, in its metadata, a digest of the code it was executed from: the chapter's code
 cells and the code (not the comments, markdown or docstrings) of every `annotated` module the

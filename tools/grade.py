@@ -1,6 +1,6 @@
 """A grade sheet for a class: each student's exercises run sandboxed, and judged by the grader.
 
-    python tools/grade.py FOLDER [--out DIR] [--timeout 120] [--call-timeout 10] [--no-sandbox]
+    python -m tools.grade FOLDER [--out DIR] [--timeout 120] [--call-timeout 10] [--no-sandbox]
 
 FOLDER holds the class's filled-in student notebooks (`make student` writes the edition), as
 whatever collected them left them: a subfolder per student (its name is the student's, every
@@ -55,14 +55,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TOOLS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TOOLS.parent))
-import grade_worker  # noqa: E402  (tools/, beside this file)
-import torch  # noqa: E402
+import torch
 
-import annotated  # noqa: E402
-from annotated.base.files import atomic_write  # noqa: E402
-from annotated.exercises import Raised, Returned, TimedOut, fresh_cases, judge  # noqa: E402
+import annotated
+from annotated.base.files import atomic_write
+from annotated.exercises import Raised, Returned, TimedOut, fresh_cases, judge
+from tools import grade_worker
+
+TOOLS = Path(__file__).resolve().parent
 
 CHECKED = re.compile(r"\bcheck\(\s*exercise_(\d+)_(\d+)\s*,\s*([A-Za-z_]\w*)")
 CHAPTER = re.compile(r"from annotated\.exercises\.(ch\d\d_\w+) import")
@@ -570,7 +570,9 @@ called on the book's inputs and fresh ones, and the values judged against the bo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tools/grade.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.grade", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("folder", type=Path, help="the class's notebooks")
     parser.add_argument("--out", type=Path, help="where grades.csv and grades.html go")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per notebook")

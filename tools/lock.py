@@ -1,6 +1,6 @@
 """Write constraints.txt, the book's lock file, from the packages installed in an environment.
 
-    python tools/lock.py PYTHON_OF_THAT_ENVIRONMENT constraints.txt
+    python -m tools.lock PYTHON_OF_THAT_ENVIRONMENT constraints.txt
 
 `make lock` runs it on a scratch environment where pyproject.toml's ranges were just resolved
 afresh. `make setup` (and environment.yml) then install with `-c constraints.txt`, so a fresh
@@ -16,8 +16,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from annotated.base.files import atomic_write  # noqa: E402
+from annotated.base.files import atomic_write
 
 HEADER = """\
 # The exact versions `make setup` installs (pip install -c constraints.txt), the ones the notebooks

@@ -1,11 +1,14 @@
 """The book's public home and its releases: what the GitHub workflows and the README rely on.
 
-    python tools/publish.py badges [--check]  # the README's badges from pyproject (`make badges`)
-    python tools/publish.py dist [FOLDER]     # the wheel and the sdist, built, checked (`make dist`)
-    python tools/publish.py tag vX.Y.Z        # fails unless the tag names pyproject's version
+    python -m tools.publish badges [--check]  # the README's badges from pyproject (`make badges`)
+    python -m tools.publish dist [FOLDER]     # the wheel and the sdist, built, checked (`make dist`)
+    python -m tools.publish tag vX.Y.Z        # fails unless the tag names pyproject's version
+
+It needs nothing beyond Python's standard library (`make badges` and the release workflow's tag
+check run it with a bare python3), nor does tools/booksite.py, which it imports.
 
 The repository's public address is written once, as `Repository` in pyproject.toml's
-[project.urls] (site/booksite.py reads it). From it come the README's badges (the block between
+[project.urls] (tools/booksite.py reads it). From it come the README's badges (the block between
 BEGIN and END, rewritten here) and the site's links to the repository, Colab and Binder; while it
 is unset, neither appears. The README is also the package's page on PyPI, where a link to a file
 of the checkout (`notebooks/ch01_attention.ipynb`) leads nowhere: `make badges` writes its links to
@@ -24,9 +27,9 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tools import booksite  # the address, and the chapters' Colab links
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "site"))
-import booksite  # noqa: E402  (site/booksite.py: the address, and the chapters' Colab links)
 
 README = ROOT / "README.md"
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -1,7 +1,7 @@
 """Run the whole book where it stands: every chapter notebook, executed afresh, compared with its
 saved outputs, on whatever device this machine has.
 
-`tools/book.py execute` rewrites the notebooks; this tool never touches them. It copies each
+`python -m tools.book execute` rewrites the notebooks; this tool never touches them. It copies each
 chapter's notebook (notebooks/chNN_*.ipynb, in order) into an empty scratch folder of its own,
 `<out>/scratch/<label>/`, executes it there with nbclient in a fresh kernel of the Python that runs
 this tool (so the notebook's first cell finds the *installed* book, not the checkout's files), and
@@ -23,14 +23,14 @@ A table line is printed as each notebook ends, then "N of M ran to the end"; `<o
 stopped keeps what finished. The exit status is 0 when every notebook ran to the end, 1 otherwise,
 2 for bad arguments.
 
-    python tools/run_book.py                                   # every chapter
-    python tools/run_book.py --chapters ch00_preface ch01_attention --out /tmp/rb
-    python tools/run_book.py --profile ch07_multi30k=smoke --precision ch07_multi30k=bf16
-    python tools/run_book.py --extra ch07_multi30k:smoke:fp32  # one more run, another label
-    python tools/run_book.py --record benchmarks/results/gpu.json --key run-book
+    python -m tools.run_book                                   # every chapter
+    python -m tools.run_book --chapters ch00_preface ch01_attention --out /tmp/rb
+    python -m tools.run_book --profile ch07_multi30k=smoke --precision ch07_multi30k=bf16
+    python -m tools.run_book --extra ch07_multi30k:smoke:fp32  # one more run, another label
+    python -m tools.run_book --record benchmarks/results/gpu.json --key run-book
 
 Each kernel's environment is this process's, with the charts' HTML form switched on (as
-`tools/book.py execute` runs the book, so that outputs compare) and with ANNOTATED_PROFILE and
+`python -m tools.book execute` runs the book, so that outputs compare) and with ANNOTATED_PROFILE and
 ANNOTATED_PRECISION set to the run's (`--profile`, `--precision`, `--extra`) or removed, which
 leaves the chapter's own default; everything else (ANNOTATED_DATA_DIR, ANNOTATED_DEVICE, ...)
 passes through. By default chapter 8 runs its smoke profile, and on a CUDA machine chapter 7 runs
@@ -47,7 +47,7 @@ the data from a folder:
 2. Copy the checkout, wheels/, dist/ and the data folder to the GPU machine.
 3. There: `python -m venv .venv && .venv/bin/pip install --no-index --find-links wheels
    "$(ls dist/*.whl)[dev]"` (not an editable install: the notebooks must find the book's wheel).
-4. From the checkout: `ANNOTATED_DATA_DIR=$PWD/data-for-gpu .venv/bin/python tools/run_book.py`
+4. From the checkout: `ANNOTATED_DATA_DIR=$PWD/data-for-gpu .venv/bin/python -m tools.run_book`
    (or `make run-book RUN_BOOK_ARGS="--out /tmp/run-book"`); report.json names the GPU, the
    device the book chose and the book's version.
 """
@@ -71,16 +71,13 @@ from pathlib import Path
 
 import nbformat
 
+from annotated.base.devices import PRECISION_ENV, PRECISIONS
+from annotated.base.files import atomic_write
+from annotated.figures import HTML_ENV
+from annotated.training.config import PROFILE_ENV
+from tools.book import CELL_TIMEOUT_S, as_printed, notebook_client
+
 TOOLS = Path(__file__).resolve().parent
-if str(TOOLS) not in sys.path:  # imported from elsewhere (the tests): tools/book.py beside it
-    sys.path.insert(0, str(TOOLS))
-
-from book import CELL_TIMEOUT_S, as_printed, notebook_client  # noqa: E402  (tools/book.py)
-
-from annotated.base.devices import PRECISION_ENV, PRECISIONS  # noqa: E402
-from annotated.base.files import atomic_write  # noqa: E402
-from annotated.figures import HTML_ENV  # noqa: E402
-from annotated.training.config import PROFILE_ENV  # noqa: E402
 
 CHECKOUT = TOOLS.parent
 NOTEBOOKS = CHECKOUT / "notebooks"
@@ -465,7 +462,7 @@ def plan(argv: list[str] | None) -> tuple[argparse.Namespace, list[Run]]:
 def argument_parser() -> argparse.ArgumentParser:
     """The command line's flags."""
     parser = argparse.ArgumentParser(
-        prog="run_book.py",
+        prog="python -m tools.run_book",
         description=__doc__.split("\n\n")[0],
         epilog="See the module docstring (tools/run_book.py) for running it on a GPU machine.",
     )

@@ -1,6 +1,6 @@
 """Write the student edition of the book: the notebooks with the exercise solutions taken out.
 
-    python tools/student.py [FOLDER]      # default: _build/student (`make student`)
+    python -m tools.student [FOLDER]      # default: _build/student (`make student`)
 
 A chapter's "implement" solutions sit in its notebook-only code cells between a line
 `### BEGIN SOLUTION` and a line `### END SOLUTION` (nbgrader's markers). Here each such block
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import book  # noqa: E402 (tools/book.py: the chapters and how notebooks are written)
+from tools import book  # the chapters and how notebooks are written
 
 SOLUTION = re.compile(
     r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*\n?",

@@ -1,6 +1,6 @@
 """Print the whole book as one PDF, from the saved notebooks (nothing is re-executed).
 
-    python site/bookpdf.py        # `make pdf` -> _build/pdf/the-annotated-transformer.pdf
+    python -m tools.bookpdf       # `make pdf` -> _build/pdf/the-annotated-transformer.pdf
 
 Three steps:
 
@@ -47,11 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-SITE = Path(__file__).resolve().parent
-sys.path.insert(0, str(SITE))
-sys.path.insert(0, str(SITE.parent))  # `annotated`, for a checkout without an installed package
-
-import booksite  # noqa: E402  (site/booksite.py)
+from tools import booksite
 
 PRINT = booksite.BUILD / "print"  # the one-page HTML form of the book that Chromium prints
 PDF = booksite.PDF

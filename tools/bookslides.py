@@ -1,7 +1,7 @@
 """Slide decks for teaching from the book: one reveal.js deck per chapter, made from the saved notebooks.
 
-    python site/bookslides.py              # -> _build/slides/ch01_attention.html, ... (`make slides`)
-    python site/bookslides.py --out DIR    # the decks and their assets/ into DIR
+    python -m tools.bookslides             # -> _build/slides/ch01_attention.html, ... (`make slides`)
+    python -m tools.bookslides --out DIR   # the decks and their assets/ into DIR
 
 A deck is not a second copy of its chapter: it is the chapter's own cells, those marked with
 Jupyter's slideshow mark in the chapter's `.py` (`# %% [markdown] slideshow={"slide_type": "slide"}`,
@@ -31,7 +31,7 @@ A deck opens from disk with the network off, as the site does: `assets/` beside 
 reveal.js and its notes plugin (the npm package pinned by tools/revealjs/package-lock.json), MathJax
 (from the sphinx-mathjax-offline package, as the site's), the site's vega bundle
 (`annotated.figures.write_vega_bundle`) and the decks' own style and start-up script
-(site/slides/). The site's build (site/booksite.py) writes the decks into `_build/html/slides/`.
+(site/slides/). The site's build (tools/booksite.py) writes the decks into `_build/html/slides/`.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SITE = Path(__file__).resolve().parent
-ROOT = SITE.parent
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "site"
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "_build" / "slides"
 ASSETS = "assets"  # the folder beside the decks that holds everything they load
@@ -494,5 +494,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # so `annotated` imports without an installed package, too
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Build the book's HTML site from the saved, executed notebooks, and the Sphinx extension it uses.
 
-    python site/booksite.py            # -> _build/html/index.html (the notebooks are not re-run)
+    python -m tools.booksite           # -> _build/html/index.html (the notebooks are not re-run)
 
 The site is made for reading offline: every script, style, font and the MathJax and vega code
 it needs is copied into `_build/html`, and nothing is loaded from another host
@@ -15,7 +15,7 @@ build first stages a source folder in `_build/site/`:
                               as one script, model-data.js (`try_page_files`)
     _build/site/extra/        downloads/<chapter>.ipynb and .py, copied to _build/html/downloads/,
                               and slides/: every chapter's slide deck with its assets
-                              (site/bookslides.py), copied to _build/html/slides/
+                              (tools/bookslides.py), copied to _build/html/slides/
     _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
 
 Chapters are found by globbing `notebooks/ch*.ipynb` in name order, so a new chapter appears in
@@ -36,8 +36,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-SITE = Path(__file__).resolve().parent
-ROOT = SITE.parent
+ROOT = Path(__file__).resolve().parent.parent
+SITE = ROOT / "site"  # what Sphinx reads besides the notebooks: conf.py, the pages, the styles
 NOTEBOOKS = ROOT / "notebooks"
 PACKAGE = ROOT / "annotated"
 BUILD = ROOT / "_build"
@@ -48,8 +48,8 @@ STATIC = STAGE / "static"
 EXTRA = STAGE / "extra"
 DOCTREES = STAGE / "doctrees"
 DOWNLOADS = "downloads"  # folder of _build/html that holds the .ipynb and .py of every chapter
-SLIDES = "slides"  # folder of _build/html with every chapter's slide deck (site/bookslides.py)
-# The whole book as one PDF (`make pdf`, site/bookpdf.py). A site built while it exists holds a
+SLIDES = "slides"  # folder of _build/html with every chapter's slide deck (tools/bookslides.py)
+# The whole book as one PDF (`make pdf`, tools/bookpdf.py). A site built while it exists holds a
 # copy beside index.html, and the landing page links it; without it there is no link.
 PDF = BUILD / "pdf" / "the-annotated-transformer.pdf"
 # The book's public GitHub repository is this key of pyproject.toml's [project.urls], and is written
@@ -158,7 +158,7 @@ def try_page_files() -> dict[str, bytes]:
         )
     data = {"manifest": manifest, "weights": base64.b64encode(weights).decode("ascii")}
     files["model-data.js"] = (
-        "// Written by site/booksite.py from annotated/model/model.json and model.bin.\n"
+        "// Written by tools/booksite.py from annotated/model/model.json and model.bin.\n"
         f"window.AnnotatedTryData = {json.dumps(data, ensure_ascii=False, separators=(',', ':'))};\n"
     ).encode()
     return files
@@ -211,7 +211,7 @@ def stage() -> list[Chapter]:
     downloads = {c.notebook.name: c.notebook.read_bytes() for c in found}
     downloads |= {c.module.name: c.module.read_bytes() for c in found if c.module}
     _mirror(EXTRA / DOWNLOADS, downloads)
-    import bookslides  # site/bookslides.py: the decks, beside the pages that link them
+    from tools import bookslides  # the decks, beside the pages that link them
 
     bookslides.build(EXTRA / SLIDES)
 
@@ -235,7 +235,7 @@ def build(
 ) -> Path:
     """Stage the sources and run Sphinx; return the path of index.html. Raise if Sphinx fails.
 
-    `builder="singlehtml"` makes the whole book one page (site/bookpdf.py prints it), with a
+    `builder="singlehtml"` makes the whole book one page (tools/bookpdf.py prints it), with a
     cache of its own beside the site's. `settings` override site/conf.py's (sphinx-build -D),
     in a build with a cache of its own, as does a site built into another folder than _build/html
     (a test's).
@@ -562,5 +562,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))  # so `annotated` imports without an installed package, too
     sys.exit(main())
