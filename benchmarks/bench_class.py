@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import RESULTS_DIR, Timing, describe, write_results
-from tools import book  # the chapters and their notebooks
+from tools.chapters import chapter_sources
 
 # Run in a child process: execute one notebook, then report what its kernel used.
 EXECUTE_ONE = """
@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chapters", nargs="*", default=None, help="default: every chapter")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)  # what describe() reports
-    sources = [s for s in book.chapters() if args.chapters is None or s.stem in args.chapters]
+    chosen = args.chapters
+    sources = [s for s in chapter_sources() if chosen is None or s.stem in chosen]
     path = RESULTS_DIR / "class.json"
     earlier = json.loads(path.read_text()) if path.exists() else {}
     same = earlier.get("profile") == args.profile and earlier.get("threads") == args.threads

@@ -25,6 +25,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import book
+from tools.chapters import chapter_sources
 
 PAPER = tomllib.loads((ROOT / "annotated" / "paper.toml").read_text(encoding="utf-8"))
 PAPER_SECTIONS = set(PAPER["sections"])
@@ -49,10 +50,6 @@ DESCRIBED = [
     ("ch07_multi30k", "can go straight to the analysis", ("3", "4")),
     ("ch08_wmt", "Rare names come apart into frequent pieces", ("4",)),
 ]
-
-
-def chapter_sources() -> list[Path]:
-    return book.chapters()
 
 
 def plain(text: str) -> str:

@@ -8,16 +8,16 @@ chapter's figures and exercises, the site's export and the commands (`python -m 
 function (run later) or under `TYPE_CHECKING` (a type from above is a dependency on above all the
 same). A chapter's notebook-only cells are comments to Python and not read here: a notebook may
 show a chapter with its figures and exercises, which the module itself must not import. Nor do
-two modules import each other, by any road (`import_circles`).
+two modules import each other, by any road (`import_circles`). The graph is tools/chapters.py's,
+the one `python -m tools.book` follows to decide which notebooks a change makes stale.
 """
 
-import ast
 import shutil
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
+from tools.chapters import PACKAGE, import_graph, module_name
 
 GROUND, EARLY_CHAPTERS, TRAINING, LATE_CHAPTERS, TOP = range(5)
 LAYER_NAMES = ("base", "chapters 0-6", "training", "chapters 7-11", "figures, exercises, commands")
@@ -41,37 +41,6 @@ def layer(name: str) -> tuple[int, int]:
     if parts[1] in TOP_PACKAGES or parts[1] in COMMANDS:
         return TOP, 0
     raise AssertionError(f"{name}: a module in no layer. Give it one in tests/test_layers.py")
-
-
-def module_name(path: Path, package: Path) -> str:
-    relative = path.relative_to(package.parent).with_suffix("")
-    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
-    return ".".join(parts)
-
-
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """Each module of the package and the package's modules it imports, wherever the import is
-    written: at the top, under `TYPE_CHECKING`, or inside a function. `from a.b import c` imports
-    a.b.c when that is a module, else a.b. A module's import of a package it lies inside is left
-    out: Python imports that package before the module anyway, so it is no edge of the module's
-    own (a package that imports its own module is one)."""
-    modules = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
-
-    def module_of(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(module_of(alias.name) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.update(module_of(f"{node.module}.{alias.name}") for alias in node.names)
-        graph[name] = {m for m in found if m and not name.startswith(f"{m}.") and m != name}
-    return graph
 
 
 def upward_imports(package: Path) -> list[str]:

@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import book
+from tools.chapters import chapter_sources
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
@@ -35,7 +36,7 @@ def test_relative_links_are_found_and_web_links_skipped():
     assert relative_links(text) == ["ch06_decoding.ipynb", "try.md"]
 
 
-@pytest.mark.parametrize("source", book.chapters(), ids=lambda path: path.stem)
+@pytest.mark.parametrize("source", chapter_sources(), ids=lambda path: path.stem)
 def test_every_link_in_a_chapter_works_in_jupyter(source):
     notebook = book.read_chapter(source)
     prose = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown")

@@ -15,7 +15,6 @@ The landing page links the PDF while it exists, and only then. Without Chromium 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -32,8 +31,9 @@ import needs  # tests/needs.py
 from test_site import run_site_script
 
 from tools import bookpdf, booksite
+from tools.chapters import cell_source, notebook_cells
 
-CHAPTERS = booksite.chapters()
+CHAPTERS = booksite.chapter_pages()
 # The most text an A4 page of this book can hold, whitespace runs counted as one character: a
 # page of nothing but code at print.css's 11 px is about 100 characters by 62 lines. The densest
 # page of the book measured about 4,300 (prose at 14 px holds fewer). So the chapters' markdown
@@ -67,19 +67,10 @@ def normal(text: str) -> str:
     return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text).translate(QUOTES))
 
 
-def _cells(chapter) -> list[dict]:
-    return json.loads(chapter.notebook.read_text(encoding="utf-8"))["cells"]
-
-
-def _source(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def chart_titles(chapter) -> list[str]:
     """The title of every chart saved in the chapter's notebook (its Vega-Lite spec's `title`)."""
     titles = []
-    for cell in _cells(chapter):
+    for cell in notebook_cells(chapter.notebook):
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             for name, spec in data.items():
@@ -94,10 +85,10 @@ def shown_code_cells() -> list[str]:
     """The code of every code cell the book shows (a removed cell or input is not printed)."""
     sources = []
     for chapter in CHAPTERS:
-        for cell in _cells(chapter):
+        for cell in notebook_cells(chapter.notebook):
             tags = set(cell.get("metadata", {}).get("tags", []))
             if cell["cell_type"] == "code" and not tags & {"remove-cell", "remove-input"}:
-                sources.append(_source(cell))
+                sources.append(cell_source(cell))
     return sources
 
 
@@ -109,9 +100,9 @@ def shown_code_lines() -> list[str]:
 def source_characters() -> int:
     """The chapters' markdown and code, whitespace runs counted as one character."""
     return sum(
-        len(re.sub(r"\s+", " ", _source(cell)))
+        len(re.sub(r"\s+", " ", cell_source(cell)))
         for chapter in CHAPTERS
-        for cell in _cells(chapter)
+        for cell in notebook_cells(chapter.notebook)
         if cell["cell_type"] in {"markdown", "code"}
     )
 

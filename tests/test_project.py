@@ -14,8 +14,9 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import book
+from tools.chapters import chapter_sources, is_chapter_source, module_name, package_modules
 
-CHAPTERS = book.chapters()
+CHAPTERS = chapter_sources()
 
 
 def _requirements(lines) -> dict[str, str]:
@@ -145,7 +146,7 @@ def test_every_chapter_has_an_executed_up_to_date_notebook():
 
 def test_stale_detection_follows_imported_chapters(tmp_path, monkeypatch):
     # ch02 imports ch01: editing ch01 must make ch02 stale, and leave ch00's digest to its own imports.
-    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
+    deps = {module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
     assert {"annotated.ch02_model", "annotated.ch01_attention", "annotated.figures"} <= deps
     assert "annotated.ch00_preface" not in deps
 
@@ -158,7 +159,7 @@ def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
         "from annotated.exercises import check\n"
         "from annotated import ch02_model\n"
     )
-    found = {book.module_name(path) for path in book._imported_modules(source)}
+    found = {module_name(path) for path in book._imported_modules(source)}
     assert (
         found
         == {
@@ -170,21 +171,22 @@ def test_a_module_in_a_subpackage_is_a_dependency_with_its_package(tmp_path):
         }
         or not (book.PACKAGE / "figures" / "ch01_attention.py").exists()
     )
-    assert book.module_path("annotated.figures") == book.PACKAGE / "figures" / "__init__.py"
-    assert book.module_path("annotated.nothing_here") is None
+    modules = package_modules()
+    assert modules["annotated.figures"] == book.PACKAGE / "figures" / "__init__.py"
+    assert "annotated.nothing_here" not in modules
     # Chapters are chNN_topic.py; a support module whose name starts with "ch" is not one.
-    assert book.is_chapter(book.PACKAGE / "ch07_multi30k.py")
-    assert not book.is_chapter(book.PACKAGE / "checkpoints.py")
+    assert is_chapter_source(book.PACKAGE / "ch07_multi30k.py")
+    assert not is_chapter_source(book.PACKAGE / "checkpoints.py")
 
 
 def test_imports_in_notebook_only_cells_are_dependencies_too():
     # ch10 imports chapter 8's table_2 in a notebook-only cell, never at module level.
-    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch10_conclusion.py")}
+    deps = {module_name(p) for p in book.dependencies(book.PACKAGE / "ch10_conclusion.py")}
     assert "annotated.ch08_wmt" in deps
 
 
 def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
-    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch08_wmt.py")}
+    deps = {module_name(p) for p in book.dependencies(book.PACKAGE / "ch08_wmt.py")}
     assert {"annotated.ch05_text", "annotated.ch06_decoding", "annotated.training.runs"} <= deps
     assert "annotated.ch07_multi30k" not in deps
     # Chapter 7's training curves serve chapter 8 too: their module is a dependency, the chapter not.
@@ -194,7 +196,7 @@ def test_wmt_depends_on_the_shared_pieces_not_on_the_multi30k_chapter():
 def test_an_imported_chapters_notebook_cells_are_not_dependencies():
     # Chapter 2 imports chapter 1's module, which runs none of chapter 1's figures or exercises:
     # only chapter 1's notebook does.
-    deps = {book.module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
+    deps = {module_name(p) for p in book.dependencies(book.PACKAGE / "ch02_model.py")}
     assert "annotated.ch01_attention" in deps
     assert not {"annotated.figures.ch01_attention", "annotated.exercises.ch01_attention"} & deps
 
@@ -202,7 +204,7 @@ def test_an_imported_chapters_notebook_cells_are_not_dependencies():
 @pytest.mark.parametrize("chapter", ["ch00_preface", "ch01_attention", "ch02_model"])
 def test_the_first_chapters_depend_on_a_dozen_files_at_most(chapter):
     deps = book.dependencies(book.PACKAGE / f"{chapter}.py")
-    assert len(deps) <= 12, [book.module_name(p) for p in deps]
+    assert len(deps) <= 12, [module_name(p) for p in deps]
 
 
 def _stale_after_a_code_line(tmp_path, monkeypatch, module: str) -> list[str]:
@@ -210,10 +212,12 @@ def _stale_after_a_code_line(tmp_path, monkeypatch, module: str) -> list[str]:
     package = tmp_path / "annotated"
     shutil.copytree(book.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
     monkeypatch.setattr(book, "PACKAGE", package)
-    before = {source.stem: book.source_digest(source) for source in book.chapters()}
+    before = {source.stem: book.source_digest(source) for source in chapter_sources(book.PACKAGE)}
     with (package / module).open("a", encoding="utf-8") as handle:
         handle.write("\nPROBE = 1\n")
-    return [s.stem for s in book.chapters() if book.source_digest(s) != before[s.stem]]
+    return [
+        s.stem for s in chapter_sources(book.PACKAGE) if book.source_digest(s) != before[s.stem]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -369,7 +373,7 @@ def test_every_name_a_notebook_uses_is_imported_or_defined(tmp_path):
     # An import that only notebook-only cells use looks unused in the .py (those cells are
     # comments there), and a linter's fix can delete it: the notebook then fails on its first use.
     missing = {}
-    for source in book.chapters():
+    for source in chapter_sources():
         code = book.notebook_code(source).replace("\n\0", "\n\n")
         code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith("%"))
         if found := undefined_names(code, tmp_path):

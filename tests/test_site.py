@@ -39,7 +39,7 @@ from test_publish import REPOSITORY, pyproject_with
 ROOT = Path(__file__).resolve().parent.parent
 from tools import booksite
 
-CHAPTERS = booksite.chapters()
+CHAPTERS = booksite.chapter_pages()
 PAGES = ["index", "course", "try"] + [chapter.stem for chapter in CHAPTERS]
 PLAIN_PAGES = {"index", "course", "try"}  # the site's pages that are not notebooks (site/<name>.md)
 SCREENSHOTS = ROOT / "_build" / "screenshots"

@@ -33,8 +33,9 @@ from test_site import browser  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import bookslides
+from tools.chapters import chapter_notebooks
 
-CHAPTERS = [path.stem for path in sorted(bookslides.NOTEBOOKS.glob("ch*.ipynb"))]
+CHAPTERS = [path.stem for path in chapter_notebooks()]
 SHORT = {"ch10_conclusion", "ch11_lab_notebook"}  # short chapters: three slides will do
 SCREEN = {"width": 1280, "height": 720}
 WAIT_MS = 30_000
@@ -264,12 +265,12 @@ def test_every_chapter_has_a_deck_whose_title_slide_names_the_papers_sections(de
     (the copy task and the lab notebook are the book's own: they name none)."""
     from tools import booksite  # noqa: PLC0415  (it reads a chapter's paper line)
 
-    for chapter in booksite.chapters():
+    for chapter in booksite.chapter_pages():
         page = (decks / f"{chapter.stem}.html").read_text(encoding="utf-8")
         first = page.split('<section class="title-slide">', 1)[1].split("</section>", 1)[0]
         assert f"<h1>{chapter.title}</h1>" in first, f"{chapter.stem}: no title slide"
         assert chapter.paper[:30] in " ".join(first.split()), f"{chapter.stem}: no paper line"
-    assert {c.stem for c in booksite.chapters() if not c.paper} <= SHORT | {"ch04_copy_task"}
+    assert {c.stem for c in booksite.chapter_pages() if not c.paper} <= SHORT | {"ch04_copy_task"}
     assert (decks / "assets" / "reveal" / "reveal.js").is_file()
     assert (decks / "assets" / "mathjax" / "tex-chtml.js").is_file()
 

@@ -39,6 +39,7 @@ from annotated.translate import main as translate_main
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import book
+from tools.chapters import chapter_sources
 
 # Every test here is slow-marked (the command-line tools, some started as processes):
 # `make unit` leaves them to `make test`.
@@ -413,7 +414,7 @@ def test_every_notebook_that_runs_code_opens_with_the_first_cell_its_py_holds():
     assert name == "annotated-transformer-book"
     assert f'name="{name}", version="{version}"' in cell
     assert max(len(line) for line in cell.splitlines()) <= 100
-    for source in book.chapters():
+    for source in chapter_sources():
         text = source.read_text(encoding="utf-8")
         # The .py holds it as sync wrote it (a notebook-only cell), so the two stay twins.
         assert book.with_first_cell(text) == text, f"{source.name}: run `make notebooks`"

@@ -40,19 +40,21 @@ from jupytext.combine import combine_inputs_with_outputs
 
 from annotated.base.files import REPO_ROOT, atomic_write
 from annotated.figures import HTML_ENV
+from tools.chapters import (
+    chapter_sources,
+    imported_modules,
+    is_chapter_source,
+    module_name,
+    package_modules,
+    slide_type,
+)
 
 ROOT = REPO_ROOT
 PACKAGE = ROOT / "annotated"
 NOTEBOOKS = ROOT / "notebooks"
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 SITE_TAGS = ("hide-input",)  # cell tags kept in the notebooks, for the site
-# Jupyter's slideshow mark, kept in the notebooks for the chapters' slide decks (site/bookslides.py):
-# `# %% [markdown] slideshow={"slide_type": "slide"}` in a chapter's .py. "-" continues a slide.
-SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 CELL_TIMEOUT_S = 3 * 3600  # the longest cell is a full training run in a later chapter
-
-
-CHAPTER_PATTERN = "ch[0-9][0-9]_*.py"  # ch07_multi30k.py is a chapter; checkpoints.py is not
 
 # The first code cell of every chapter notebook (and of the student edition's). It finds the
 # book's distribution, or pip-installs the release named here, from pyproject.toml: without the
@@ -150,63 +152,32 @@ def read_chapter(source: Path) -> nbformat.NotebookNode:
     return jupytext.reads(with_first_cell(source.read_text(encoding="utf-8")), fmt="py:percent")
 
 
-def chapters() -> list[Path]:
-    """Every chapter source, in reading order."""
-    return sorted(PACKAGE.glob(CHAPTER_PATTERN))
-
-
-def is_chapter(path: Path) -> bool:
-    return path.parent == PACKAGE and path.match(CHAPTER_PATTERN)
-
-
 def notebook_for(source: Path) -> Path:
     return NOTEBOOKS / (source.stem + ".ipynb")
 
 
-def module_path(name: str) -> Path | None:
-    """The file of an `annotated` module, given its dotted name (a package's `__init__.py`)."""
-    parts = name.split(".")
-    if parts[0] != "annotated":
-        return None
-    base = PACKAGE.joinpath(*parts[1:])
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.exists() and path != PACKAGE.with_suffix(".py"):
-            return path
-    return None
-
-
-def module_name(path: Path) -> str:
-    """The dotted name of a file in the package: `annotated.figures.ch01_attention`."""
-    relative = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
-    return ".".join(parts)
-
-
-def _imported_modules(source: Path, as_notebook: bool = False) -> set[Path]:
-    """The `annotated` modules that a source file imports: as Python imports it, or, with
-    `as_notebook`, as a chapter's notebook runs it (its notebook-only cells too).
+def _imported_modules(
+    source: Path, as_notebook: bool = False, modules: dict[str, Path] | None = None
+) -> set[Path]:
+    """The `annotated` modules that a source file imports (`modules`: the package's, by name):
+    as Python imports it, or, with `as_notebook`, as a chapter's notebook runs it (its
+    notebook-only cells too).
 
     Imports inside functions count (the exercise checks import their diagnoses only when an answer
     is wrong). Importing `annotated.figures.ch01_attention` runs the package `annotated.figures`
     first, so both count.
     """
-    names: set[str] = set()
+    modules = package_modules(PACKAGE) if modules is None else modules
     code = (
         notebook_code(source).replace("\n\0", "\n")
         if as_notebook
         else source.read_text(encoding="utf-8")
     )
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            # `from annotated.figures import ch01_attention` may name a submodule.
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    for name in list(names):
+    found = set()
+    for name in imported_modules(code, modules):
         parts = name.split(".")
-        names.update(".".join(parts[:end]) for end in range(1, len(parts)))
-    return {path for name in names if (path := module_path(name)) is not None}
+        found.update(".".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return {modules[name] for name in found if name in modules}
 
 
 def dependencies(source: Path) -> list[Path]:
@@ -216,29 +187,25 @@ def dependencies(source: Path) -> list[Path]:
     imports it: the notebook-only cells of that chapter (its charts, its exercises) are not run by
     the import, so they are not dependencies of the importer.
     """
+    modules = package_modules(PACKAGE)
     seen: dict[str, Path] = {}
-    todo = [(source, is_chapter(source))]
+    todo = [(source, is_chapter_source(source, PACKAGE))]
     while todo:
         path, as_notebook = todo.pop()
-        name = module_name(path)
+        name = module_name(path, PACKAGE)
         if name in seen:
             continue
         seen[name] = path
-        todo.extend((found, False) for found in _imported_modules(path, as_notebook))
+        todo.extend((found, False) for found in _imported_modules(path, as_notebook, modules))
     return [seen[name] for name in sorted(seen)]
-
-
-def package_modules() -> list[Path]:
-    """Every module of the package, chapters and subpackages included, in name order."""
-    return sorted(PACKAGE.rglob("*.py"), key=module_name)
 
 
 def made_stale_by() -> dict[str, list[str]]:
     """For each module of the package, the chapter notebooks a code change to it makes stale."""
-    reached = {module_name(path): [] for path in package_modules()}
-    for source in chapters():
+    reached = {name: [] for name in package_modules(PACKAGE)}
+    for source in chapter_sources(PACKAGE):
         for path in dependencies(source):
-            reached[module_name(path)].append(source.stem)
+            reached[module_name(path, PACKAGE)].append(source.stem)
     return reached
 
 
@@ -258,8 +225,9 @@ def chapter_numbers(stems: list[str]) -> str:
 def stale_table() -> str:
     """The Markdown table of `made_stale_by`, as CONTRIBUTING.md shows it (a test compares)."""
     lines = ["| a code change to | makes stale the notebooks of chapters |", "|---|---|"]
+    modules = package_modules(PACKAGE)
     for name, stems in made_stale_by().items():
-        shown = module_path(name).relative_to(PACKAGE.parent).as_posix()
+        shown = modules[name].relative_to(PACKAGE.parent).as_posix()
         lines.append(f"| `{shown}` | {chapter_numbers(stems)} |")
     return "\n".join(lines)
 
@@ -296,7 +264,8 @@ def source_digest(source: Path) -> str:
     digest.update(notebook_code(source).encode() + b"\0")
     for path in dependencies(source):
         if path != source:
-            digest.update(module_name(path).encode() + b"\0" + code_of(path).encode() + b"\0")
+            name = module_name(path, PACKAGE)
+            digest.update(name.encode() + b"\0" + code_of(path).encode() + b"\0")
     return digest.hexdigest()
 
 
@@ -312,18 +281,6 @@ def _stable_cell_ids(notebook: nbformat.NotebookNode) -> None:
         cell["id"] = cell_id
 
 
-def slide_type_of(cell: nbformat.NotebookNode) -> str | None:
-    """The cell's slideshow mark (one of SLIDE_TYPES), None for an unmarked cell; a mark Jupyter
-    does not know stops with what to write instead."""
-    slide_type = cell.metadata.get("slideshow", {}).get("slide_type")
-    if slide_type is not None and slide_type not in SLIDE_TYPES:
-        raise SystemExit(
-            f"a cell is marked slide_type={slide_type!r}, which is none of {SLIDE_TYPES}: "
-            f"correct its `# %%` line ({cell.source[:60]!r})"
-        )
-    return slide_type
-
-
 def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
     """Reduce metadata to what the book needs, so tool upgrades do not rewrite every file."""
     executed = notebook.metadata.get("annotated", {}).get("executed_from")
@@ -337,8 +294,8 @@ def _normalise(notebook: nbformat.NotebookNode, digest: str | None) -> None:
         # slideshow mark the slide decks read.
         tags = [tag for tag in cell.metadata.get("tags", []) if tag in SITE_TAGS]
         kept = {"tags": tags} if tags else {}
-        if slide_type := slide_type_of(cell):
-            kept["slideshow"] = {"slide_type": slide_type}
+        if mark := slide_type(cell):
+            kept["slideshow"] = {"slide_type": mark}
         cell.metadata = nbformat.from_dict(kept)
     _stable_cell_ids(notebook)
     notebook.nbformat, notebook.nbformat_minor = 4, 5
@@ -455,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="with execute: also run up-to-date ones")
     args = parser.parse_args(argv)
 
-    sources = chapters()
+    sources = chapter_sources(PACKAGE)
     if args.chapters:
         wanted = {
             name.removesuffix(".py").removesuffix(".ipynb").split("/")[-1] for name in args.chapters

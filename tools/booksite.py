@@ -9,7 +9,7 @@ it needs is copied into `_build/html`, and nothing is loaded from another host
 Sphinx wants all its pages under one source folder, and the chapters live in `notebooks/`, so the
 build first stages a source folder in `_build/site/`:
 
-    _build/site/src/          index.md (from site/), and a copy of every notebooks/ch*.ipynb
+    _build/site/src/          index.md (from site/), and a copy of every notebooks/chNN_*.ipynb
     _build/site/static/       annotated-vega.js, the bundle every chart loads (annotated/figures/__init__.py),
                               and try/: the "Try the model" page's scripts (site/try/) and its model
                               as one script, model-data.js (`try_page_files`)
@@ -18,8 +18,9 @@ build first stages a source folder in `_build/site/`:
                               (tools/bookslides.py), copied to _build/html/slides/
     _build/site/doctrees/     Sphinx's cache, so a second build only re-reads what changed
 
-Chapters are found by globbing `notebooks/ch*.ipynb` in name order, so a new chapter appears in
-the navigation, on the landing page and in the browser test without any change here.
+Chapters are found by globbing `notebooks/chNN_*.ipynb` in name order (tools/chapters.py), so a
+new chapter appears in the navigation, on the landing page and in the browser test without any
+change here.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.chapters import NOTEBOOKS, PACKAGE, ROOT, cell_source, chapter_notebooks, notebook_cells
+
 SITE = ROOT / "site"  # what Sphinx reads besides the notebooks: conf.py, the pages, the styles
-NOTEBOOKS = ROOT / "notebooks"
-PACKAGE = ROOT / "annotated"
 BUILD = ROOT / "_build"
 HTML = BUILD / "html"
 STAGE = BUILD / "site"
@@ -76,15 +76,12 @@ class Chapter:
 
 
 def _first_markdown(notebook: Path) -> str:
-    cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
-    for cell in cells:
-        if cell.get("cell_type") == "markdown":
-            source = cell.get("source", "")
-            return "".join(source) if isinstance(source, list) else source
-    return ""
+    cells = notebook_cells(notebook)
+    return next((cell_source(c) for c in cells if c.get("cell_type") == "markdown"), "")
 
 
-def read_chapter(notebook: Path) -> Chapter:
+def chapter_page(notebook: Path) -> Chapter:
+    """The chapter whose notebook is `notebook`, as the site shows it."""
     text = _first_markdown(notebook)
     heading = re.search(r"^#\s+(.+?)\s*$", text, re.M)
     paper = re.search(r"^\*Paper:\s*(.+?)\.?\*\s*$", text, re.M | re.S)
@@ -108,9 +105,8 @@ CODE_WORDS_A_MINUTE = 100
 def reading_minutes(notebook: Path) -> int:
     """How long the chapter takes to read, from its word count (see PROSE_WORDS_A_MINUTE)."""
     minutes = 0.0
-    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
-        source = cell.get("source", "")
-        words = len(("".join(source) if isinstance(source, list) else source).split())
+    for cell in notebook_cells(notebook):
+        words = len(cell_source(cell).split())
         if cell.get("cell_type") == "markdown":
             minutes += words / PROSE_WORDS_A_MINUTE
         elif cell.get("cell_type") == "code":
@@ -118,9 +114,9 @@ def reading_minutes(notebook: Path) -> int:
     return 5 * max(1, math.ceil(minutes / 5))
 
 
-def chapters() -> list[Chapter]:
-    """Every chapter notebook, in reading (file name) order."""
-    return [read_chapter(path) for path in sorted(NOTEBOOKS.glob("ch*.ipynb"))]
+def chapter_pages() -> list[Chapter]:
+    """Every chapter's page, from its notebook, in reading (file name) order."""
+    return [chapter_page(path) for path in chapter_notebooks(NOTEBOOKS)]
 
 
 # --- staging -----------------------------------------------------------------------------------
@@ -202,7 +198,7 @@ def _bundle_key() -> str:
 
 def stage() -> list[Chapter]:
     """Lay out _build/site/ for Sphinx (see the module docstring) and return the chapters."""
-    found = chapters()
+    found = chapter_pages()
     if not found:
         raise SystemExit(f"no chapter notebooks in {NOTEBOOKS}: run `make notebooks` first")
     pages = {c.notebook.name: page_source(c.notebook) for c in found}
@@ -381,7 +377,7 @@ def _add_download_links(app, doctree) -> None:
     from docutils import nodes
 
     docname = app.env.docname
-    chapter = {c.stem: c for c in chapters()}.get(docname)
+    chapter = {c.stem: c for c in chapter_pages()}.get(docname)
     if chapter is None:
         return
     section = next(iter(doctree.findall(nodes.section)), None)
@@ -403,7 +399,7 @@ def _chapter_map_directive():
         has_content = False
 
         def run(self):
-            found = chapters()
+            found = chapter_pages()
             for chapter in found:
                 self.env.note_dependency(str(chapter.notebook))
             table = nodes.table(classes=["chapter-map"])
@@ -458,7 +454,7 @@ def _slide_decks_directive():
         has_content = False
 
         def run(self):
-            found = chapters()
+            found = chapter_pages()
             for chapter in found:
                 self.env.note_dependency(str(chapter.notebook))
             items = nodes.bullet_list(classes=["slide-decks"])
@@ -555,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     index = build(quiet=not args.verbose)
     size = sum(path.stat().st_size for path in HTML.rglob("*") if path.is_file())
     print(
-        f"site: {index.relative_to(ROOT)} ({len(chapters())} chapters, "
+        f"site: {index.relative_to(ROOT)} ({len(chapter_pages())} chapters, "
         f"{size / 2**20:.1f} MiB) in {time.perf_counter() - started:.0f} s"
     )
     return 0

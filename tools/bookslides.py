@@ -39,7 +39,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import html
-import json
 import re
 import shutil
 import sys
@@ -47,9 +46,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.chapters import (
+    NOTEBOOKS,
+    ROOT,
+    cell_source,
+    cell_text,
+    chapter_notebooks,
+    notebook_cells,
+    slide_type,
+)
+
 SITE = ROOT / "site"
-NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "_build" / "slides"
 ASSETS = "assets"  # the folder beside the decks that holds everything they load
 OWN = SITE / "slides"  # deck.css and deck.js, the decks' own style and start-up
@@ -69,7 +76,6 @@ BODY_PX = 16
 WIDTH, HEIGHT = 1280, 720  # a slide's size before reveal.js scales it to the window
 MAX_OUTPUT_LINES = 14  # a printed output longer than this is cut, with a line saying so
 MAX_TABLE_ROWS = 10  # likewise a table's rows
-SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
 
 @dataclass
@@ -262,25 +268,21 @@ def slide_chart(spec: dict) -> str:
     return f'<div class="output chart">{chart_html(widescreen(spec))}</div>'
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else value
-
-
 def render_output(output: dict) -> str:
     """One saved output as a slide shows it ("" for an error or an output it cannot show)."""
     if output.get("output_type") == "stream":
         # stderr holds logs (progress bars, the profiler's start and stop), not a point to make
-        return "" if output.get("name") == "stderr" else printed(_text(output.get("text", "")))
+        return "" if output.get("name") == "stderr" else printed(cell_text(output.get("text", "")))
     data = output.get("data", {})
     spec = next((data[k] for k in data if k.startswith("application/vnd.vegalite.")), None)
     if spec is not None:
         return slide_chart(spec)
     if "image/svg+xml" in data:
-        return legible_drawing(_text(data["image/svg+xml"]))
+        return legible_drawing(cell_text(data["image/svg+xml"]))
     if "text/html" in data:
-        return cut_table(_text(data["text/html"]))
+        return cut_table(cell_text(data["text/html"]))
     if "text/plain" in data:
-        return printed(_text(data["text/plain"]))
+        return printed(cell_text(data["text/plain"]))
     return ""
 
 
@@ -289,29 +291,21 @@ def render_code_cell(cell: dict) -> str:
     outputs = [render_output(output) for output in cell.get("outputs", [])]
     if any(outputs):
         return "\n".join(part for part in outputs if part)
-    code = html.escape(_cut_lines(_text(cell.get("source", ""))))
+    code = html.escape(_cut_lines(cell_source(cell)))
     return f'<pre class="code"><code>{code}</code></pre>'
 
 
 # --- a chapter's slides -----------------------------------------------------------------------------
 
 
-def slide_type(cell: dict) -> str | None:
-    """The cell's slideshow mark, or None; a mark Jupyter does not know is an error."""
-    mark = cell.get("metadata", {}).get("slideshow", {}).get("slide_type")
-    if mark is not None and mark not in SLIDE_TYPES:
-        raise SystemExit(f"a cell is marked slide_type={mark!r}, none of {SLIDE_TYPES}")
-    return mark
-
-
 def chapter_slides(notebook: Path) -> list[Slide]:
     """The chapter's marked cells as slides, with the prose around them as their notes."""
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    cells = notebook_cells(notebook)
     slides: list[Slide] = []
     heading = ""  # the chapter's last heading so far: the title of a slide that opens with code
     for cell in cells:
         mark, markdown = slide_type(cell), cell["cell_type"] == "markdown"
-        shown, notes, headings = split_markdown(_text(cell["source"])) if markdown else ([], [], [])
+        shown, notes, headings = split_markdown(cell_source(cell)) if markdown else ([], [], [])
         if mark in {"slide", "subslide"}:
             title = headings[0] if markdown and headings else heading
             if markdown and headings:
@@ -323,7 +317,7 @@ def chapter_slides(notebook: Path) -> list[Slide]:
         if not slides or mark == "skip" or (mark is None and not markdown):
             continue
         if mark is None or mark == "notes":
-            notes = [NOTES_MD.render(_text(cell["source"]))] if markdown else []
+            notes = [NOTES_MD.render(cell_source(cell))] if markdown else []
             slides[-1].notes += notes
             continue
         part = "\n".join(shown) if markdown else render_code_cell(cell)
@@ -465,7 +459,7 @@ def write_assets(out: Path) -> None:
 
 def build(out: Path = OUT) -> dict[str, int]:
     """Write every chapter's deck and the assets into `out`; return each deck's slide count."""
-    notebooks = sorted(NOTEBOOKS.glob("ch*.ipynb"))
+    notebooks = chapter_notebooks(NOTEBOOKS)
     if not notebooks:
         raise SystemExit(f"no chapter notebooks in {NOTEBOOKS}: run `make notebooks` first")
     out.mkdir(parents=True, exist_ok=True)

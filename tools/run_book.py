@@ -76,14 +76,13 @@ from annotated.base.files import atomic_write
 from annotated.figures import HTML_ENV
 from annotated.training.config import PROFILE_ENV
 from tools.book import CELL_TIMEOUT_S, as_printed, notebook_client
+from tools.chapters import NOTEBOOK_PATTERN, NOTEBOOKS, cell_text, chapter_notebooks
 
 TOOLS = Path(__file__).resolve().parent
 
 CHECKOUT = TOOLS.parent
-NOTEBOOKS = CHECKOUT / "notebooks"
 SANITIZE = CHECKOUT / "tests" / "nbval_sanitize.cfg"
 DISTRIBUTION = "annotated-transformer-book"
-NOTEBOOK_PATTERN = "ch[0-9][0-9]_*.ipynb"
 DEFAULT_PROFILES = {"ch08_wmt": "smoke"}  # the WMT sample run takes 20 minutes on 2 CPU cores
 CUDA_EXTRAS = ("ch07_multi30k:smoke:fp16",)  # added when torch sees a CUDA GPU
 MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP", "NBVAL_RAISES_EXCEPTION")
@@ -138,16 +137,12 @@ def markers(source: str) -> set[str]:
     return found
 
 
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
-
-
 def checked_outputs(cell, patterns: list[tuple[re.Pattern, str]]) -> list[tuple[str, str]]:
     """A code cell's checked outputs as (kind, sanitized text): its stdout, all of it, first, then
     the text/plain of each result or display that is not a chart or drawing."""
     items = []
     stdout = "".join(
-        _text(output.get("text", ""))
+        cell_text(output.get("text", ""))
         for output in cell.get("outputs", [])
         if output.get("output_type") == "stream" and output.get("name") == "stdout"
     )
@@ -159,7 +154,7 @@ def checked_outputs(cell, patterns: list[tuple[re.Pattern, str]]) -> list[tuple[
         data = output.get("data", {})
         picture = any(kind in mime for mime in data for kind in PICTURES)
         if "text/plain" in data and not picture:
-            items.append(("text/plain", _text(data["text/plain"])))
+            items.append(("text/plain", cell_text(data["text/plain"])))
     sanitized = []
     for kind, text in items:
         for pattern, replacement in patterns:
@@ -528,7 +523,7 @@ def _chapter_notebooks(parser, folder: Path) -> dict[str, Path]:
     """The chapter notebooks in `folder` by name, in order; refused if there are none."""
     if not folder.is_dir():
         parser.error(f"--notebooks {folder}: no such folder")
-    known = {path.stem: path for path in sorted(folder.glob(NOTEBOOK_PATTERN))}
+    known = {path.stem: path for path in chapter_notebooks(folder)}
     if not known:
         parser.error(f"no chapter notebooks ({NOTEBOOK_PATTERN}) in {folder}")
     return known

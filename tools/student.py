@@ -21,7 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools import book  # the chapters and how notebooks are written
+from tools import book  # how the chapters' notebooks are written
+from tools.chapters import chapter_sources
 
 SOLUTION = re.compile(
     r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*\n.*?^[ \t]*### END SOLUTION[ \t]*\n?",
@@ -71,7 +72,7 @@ def write_edition(folder: Path) -> dict[str, int]:
     target = folder / "notebooks"
     target.mkdir(parents=True, exist_ok=True)
     removed = {}
-    for source in book.chapters():
+    for source in chapter_sources():
         notebook = book.read_chapter(source)  # with the book's first cell, as in the full edition
         removed[source.stem] = strip_solutions(notebook)
         book._normalise(notebook, None)
