@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import RESULTS_DIR, Timing, describe, write_results
+from benchmarks.common import RESULTS_DIR, Timing, describe, read_json_object, write_results
 from tools.chapters import chapter_sources
 
 # Run in a child process: execute one notebook, then report what its kernel used.
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.chapters
     sources = [s for s in chapter_sources() if chosen is None or s.stem in chosen]
     path = RESULTS_DIR / "class.json"
-    earlier = json.loads(path.read_text()) if path.exists() else {}
+    earlier = read_json_object(path)
     same = earlier.get("profile") == args.profile and earlier.get("threads") == args.threads
     chapters = dict(earlier.get("chapters", {})) if same else {}  # a subset updates its own
     timing = Timing(args.threads).start()

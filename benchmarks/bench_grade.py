@@ -2,11 +2,11 @@
 chapter 1's and chapter 3's notebooks (60 notebooks: a third solved, a third not started, a third
 with one exercise wrong and one cell that raises).
 
-The same class is graded by `python -m tools.grade` without the sandbox (--no-sandbox) and with it, one
-after the other in one run on one machine, and (BENCH_ARGS="--against ../start") by an earlier
+The same class is graded by `python -m tools.grade` without the sandbox (--no-sandbox) and with it,
+one after the other in one run on one machine, and (BENCH_ARGS="--against ../start") by an earlier
 checkout's grader too. Each grading is a process of its own, timed from outside; the record keeps
-the seconds per notebook, the sandbox's cost per notebook (the target: under a second) and
-whether every grader gave every student the same statuses. Run it alone (benchmarks/common.py).
+the seconds per notebook, the sandbox's cost per notebook (the target: under a second) and whether
+every grader gave every student the same statuses. Run it alone (benchmarks/common.py).
 
     python -m benchmarks.bench_grade [--students 30] [--against PATH]
 """

@@ -40,7 +40,7 @@ from annotated.ch05_text import BatchPlan, load_multi30k
 from annotated.training.config import new_model, shared_specials
 from annotated.training.profiling import step_profiles
 from benchmarks.bench_multi30k import matmul_peaks, step_flops
-from benchmarks.common import RESULTS_DIR, Timing, cpu_kind, describe
+from benchmarks.common import RESULTS_DIR, Timing, cpu_kind, describe, read_json_object
 from benchmarks.search_recipes import CANDIDATES, candidate_config, commit, machine_label
 
 RECORD = RESULTS_DIR / "step-profile.json"
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "timing": timing.conditions(),
     }
-    record = json.loads(RECORD.read_text(encoding="utf-8")) if RECORD.exists() else {}
+    record = read_json_object(RECORD)
     record[f"{machine_label()}, {args.candidate}"] = entry  # one entry per kind of machine
     with atomic_write(RECORD, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1)

@@ -57,6 +57,17 @@ def code_commit() -> str:
     return f"{head} with uncommitted changes" if changed else head
 
 
+def read_json_object(path: Path) -> dict:
+    """The JSON object a record file holds ({} while there is no such file): a ValueError if it
+    holds another kind of value (json's own for what is not JSON at all)."""
+    if not path.exists():
+        return {}
+    value = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def write_results(name: str, record: dict, quiet: bool = False) -> Path:
     """Write benchmarks/results/<name>.json (atomically) and print it (unless `quiet`).
 

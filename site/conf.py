@@ -22,9 +22,9 @@ extensions = [
     "tools.booksite",  # the chapter map on the landing page and the download links on each chapter
 ]
 
-# The book's public repository is pyproject.toml's [project.urls] Repository, read by tools/booksite.py:
-# set, every chapter page links its notebook in Colab and Binder, and the header links the
-# repository; unset, neither appears. It is written there only (the README's badges come from it).
+# The book's public repository is pyproject.toml's [project.urls] Repository, read by
+# tools/booksite.py: set, every chapter page links its notebook in Colab and Binder, and the
+# header links the repository; unset, neither appears. It is written there only (the README's badges come from it).
 
 root_doc = "index"
 exclude_patterns = [".ipynb_checkpoints"]

@@ -43,6 +43,17 @@ def test_a_busy_record_never_replaces_a_clean_one(tmp_path, monkeypatch, capsys)
     assert "WARNING: the machine was busy" in capsys.readouterr().err
 
 
+def test_a_record_is_read_as_a_json_object_or_refused(tmp_path):
+    # What `make run-book --record`, class-resources and bench-step-profile merge their entry into.
+    record = tmp_path / "record.json"
+    assert common.read_json_object(record) == {}  # none yet
+    record.write_text(json.dumps({"kept": [1, 2]}))
+    assert common.read_json_object(record) == {"kept": [1, 2]}
+    record.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="holds a JSON list, not an object"):
+        common.read_json_object(record)
+
+
 def test_each_recipe_candidate_is_run_6_with_only_its_changes():
     import dataclasses
 

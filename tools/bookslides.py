@@ -1,7 +1,7 @@
 """Slide decks for teaching from the book: one reveal.js deck per chapter, made from the saved notebooks.
 
-    python -m tools.bookslides             # -> _build/slides/ch01_attention.html, ... (`make slides`)
-    python -m tools.bookslides --out DIR   # the decks and their assets/ into DIR
+    python -m tools.bookslides            # -> _build/slides/ch01_attention.html, ... (make slides)
+    python -m tools.bookslides --out DIR  # the decks and their assets/ into DIR
 
 A deck is not a second copy of its chapter: it is the chapter's own cells, those marked with
 Jupyter's slideshow mark in the chapter's `.py` (`# %% [markdown] slideshow={"slide_type": "slide"}`,

@@ -1,8 +1,8 @@
 """Run the whole book where it stands: every chapter notebook, executed afresh, compared with its
 saved outputs, on whatever device this machine has.
 
-`python -m tools.book execute` rewrites the notebooks; this tool never touches them. It copies each
-chapter's notebook (notebooks/chNN_*.ipynb, in order) into an empty scratch folder of its own,
+`python -m tools.book execute` rewrites the notebooks; this tool never touches them. It copies
+each chapter's notebook (notebooks/chNN_*.ipynb, in order) into an empty scratch folder of its own,
 `<out>/scratch/<label>/`, executes it there with nbclient in a fresh kernel of the Python that runs
 this tool (so the notebook's first cell finds the *installed* book, not the checkout's files), and
 reports for each notebook:
@@ -30,8 +30,8 @@ stopped keeps what finished. The exit status is 0 when every notebook ran to the
     python -m tools.run_book --record benchmarks/results/gpu.json --key run-book
 
 Each kernel's environment is this process's, with the charts' HTML form switched on (as
-`python -m tools.book execute` runs the book, so that outputs compare) and with ANNOTATED_PROFILE and
-ANNOTATED_PRECISION set to the run's (`--profile`, `--precision`, `--extra`) or removed, which
+`python -m tools.book execute` runs the book, so that outputs compare) and with ANNOTATED_PROFILE
+and ANNOTATED_PRECISION set to the run's (`--profile`, `--precision`, `--extra`) or removed, which
 leaves the chapter's own default; everything else (ANNOTATED_DATA_DIR, ANNOTATED_DEVICE, ...)
 passes through. By default chapter 8 runs its smoke profile, and on a CUDA machine chapter 7 runs
 a second time as `ch07_multi30k-smoke-fp16` (float16, what a GPU without bfloat16 computes in).
@@ -49,7 +49,8 @@ the data from a folder:
    "$(ls dist/*.whl)[dev]"` (not an editable install: the notebooks must find the book's wheel).
 4. From the checkout: `ANNOTATED_DATA_DIR=$PWD/data-for-gpu .venv/bin/python -m tools.run_book`
    (or `make run-book RUN_BOOK_ARGS="--out /tmp/run-book"`); report.json names the GPU, the
-   device the book chose and the book's version.
+   device the book chose, the book's version and the folder the kernels found it in
+   (`book_path`: the wheel's, since `-m` puts the checkout on this tool's path, not theirs).
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ import nbformat
 
 from annotated.base.devices import PRECISION_ENV, PRECISIONS
 from annotated.base.files import atomic_write
+from annotated.base.machine import cpu_kind
 from annotated.figures import HTML_ENV
 from annotated.training.config import PROFILE_ENV
+from benchmarks.common import read_json_object  # a record of benchmarks/results/ (--record)
 from tools.book import CELL_TIMEOUT_S, as_printed, notebook_client
 from tools.chapters import NOTEBOOK_PATTERN, NOTEBOOKS, cell_text, chapter_notebooks
 
@@ -333,19 +336,12 @@ def _error_of(error: Exception, notebook, executing: list[int]) -> str:
 # --- the machine and the report ---------------------------------------------------------------
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        listing = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in listing.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "Model name" and value.strip():
-                return value.strip()
-    return platform.processor() or platform.machine()
-
-
 def machine() -> dict:
+    """The machine: its CPU as every benchmark's record names it (annotated.base.machine's
+    `cpu_kind`), its GPUs, and torch's version."""
     import torch
 
+    cpu = cpu_kind()
     cuda = None
     if torch.cuda.is_available():
         count = torch.cuda.device_count()
@@ -356,13 +352,25 @@ def machine() -> dict:
             "cuda_version": torch.version.cuda,
         }
     return {
-        "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu": cpu["model"],
+        "cpu_count": cpu["cores"],
+        "instruction_sets": cpu["instruction sets"],
         "platform": platform.platform(),
         "torch": torch.__version__,
         "cuda": cuda,
         "mps_available": torch.backends.mps.is_available(),
     }
+
+
+def kernel_book_path(folder: Path) -> str | None:
+    """The folder of the book's package as a notebook's kernel finds it: from a Python started in
+    `folder` with this process's environment. (This process, started from the checkout's root as
+    `python -m tools.run_book`, imports the checkout's package; a kernel, started elsewhere, finds
+    the installed book.)"""
+    code = "import importlib.util as u; s = u.find_spec('annotated'); print(s.origin if s else '')"
+    found = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True)
+    origin = found.stdout.strip()
+    return str(Path(origin).parent) if found.returncode == 0 and origin else None
 
 
 def book_version() -> str | None:
@@ -377,22 +385,11 @@ def write_report(report: dict, out: Path, record: Path | None, key: str | None) 
         json.dump(report, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
     if record is not None:
-        merged = read_record(record)
+        merged = read_json_object(record)
         merged[key] = report
         with atomic_write(record, "w", encoding="utf-8") as handle:
             json.dump(merged, handle, indent=2, ensure_ascii=False)
             handle.write("\n")
-
-
-def read_record(path: Path) -> dict:
-    """The JSON object in `path` ({} if there is no such file); ValueError if it holds another
-    thing."""
-    if not path.exists():
-        return {}
-    value = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(value, dict):
-        raise ValueError(f"{path} holds a JSON {type(value).__name__}, not an object")
-    return value
 
 
 def result_text(result: dict) -> str:
@@ -514,7 +511,7 @@ def _check_settings(parser, args: argparse.Namespace) -> None:
         parser.error("--record and --key go together")
     if args.record is not None:
         try:
-            read_record(args.record)
+            read_json_object(args.record)
         except ValueError as error:  # JSONDecodeError too
             parser.error(f"--record {args.record}: {error}")
 
@@ -576,23 +573,21 @@ def main(argv: list[str] | None = None) -> int:
 
     patterns = sanitize_patterns(SANITIZE) if SANITIZE.exists() else []
     device = str(training_device())
-    import annotated
-
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     report = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "book_version": book_version(),
-        "book_path": str(Path(annotated.__file__).parent),
+        "book_path": kernel_book_path(out),
         "device": device,
         "notebooks": str(args.notebooks),
         "timeout_s": args.timeout,
         "complete": False,
         "results": [],
     }
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
     write_report(report, out, args.record, args.key)
     width = max(len(run.label) for run in runs)
     print(
