@@ -1,4 +1,4 @@
-// The start-up of every chapter deck (site/bookslides.py writes the decks and copies this file
+// The start-up of every chapter deck (tools/bookslides.py writes the decks and copies this file
 // beside them). It runs before MathJax and reveal.js load.
 
 var annotatedMathDone;
