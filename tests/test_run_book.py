@@ -300,3 +300,24 @@ def test_sanitize_patterns_and_markers_read_as_nbval_reads_them():
     ]
     assert run_book.markers("\n# NBVAL_IGNORE_OUTPUT\n# more\nx = 1") == {"NBVAL_IGNORE_OUTPUT"}
     assert run_book.markers("x = 1\n# NBVAL_SKIP") == set()
+
+
+def test_the_cpu_is_named_where_proc_cpuinfo_has_no_model_name(monkeypatch):
+    """On Linux on ARM /proc/cpuinfo names no model: lscpu's "Model name" names it, and without
+    lscpu the platform's processor or architecture does; a named model is kept as it is."""
+    import types
+
+    listing = "Architecture:  aarch64\nVendor ID:     ARM\nModel name:    Neoverse-V2\n"
+    monkeypatch.setattr(
+        run_book.subprocess, "run", lambda *a, **k: types.SimpleNamespace(stdout=listing)
+    )
+    assert run_book._cpu_model("unknown") == "Neoverse-V2"
+    assert run_book._cpu_model("AMD EPYC") == "AMD EPYC"
+
+    def no_lscpu(*a, **k):
+        raise FileNotFoundError("lscpu")
+
+    monkeypatch.setattr(run_book.subprocess, "run", no_lscpu)
+    monkeypatch.setattr(run_book.platform, "processor", lambda: "")
+    monkeypatch.setattr(run_book.platform, "machine", lambda: "arm64")
+    assert run_book._cpu_model("unknown") == "arm64"

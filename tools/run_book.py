@@ -336,9 +336,24 @@ def _error_of(error: Exception, notebook, executing: list[int]) -> str:
 # --- the machine and the report ---------------------------------------------------------------
 
 
+def _cpu_model(named: str) -> str:
+    """The CPU's model: `cpu_kind`'s where /proc/cpuinfo names it, else lscpu's (Linux on ARM:
+    the cpuinfo of an ARM CPU has no "model name"), else the platform's (macOS, Windows)."""
+    if named != "unknown":
+        return named
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        listing = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in listing.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "Model name" and value.strip():
+                return value.strip()
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     """The machine: its CPU as every benchmark's record names it (annotated.base.machine's
-    `cpu_kind`), its GPUs, and torch's version."""
+    `cpu_kind`, with lscpu or the platform where /proc/cpuinfo has no model name), its GPUs, and
+    torch's version."""
     import torch
 
     cpu = cpu_kind()
@@ -352,7 +367,7 @@ def machine() -> dict:
             "cuda_version": torch.version.cuda,
         }
     return {
-        "cpu": cpu["model"],
+        "cpu": _cpu_model(cpu["model"]),
         "cpu_count": cpu["cores"],
         "instruction_sets": cpu["instruction sets"],
         "platform": platform.platform(),
