@@ -2,13 +2,13 @@
 solved everything, one nothing, one got both exercises wrong, one's cell raises, one's answer
 never returns. The sheet must say exactly that (the same lines as the notebook's own checks), and
 the whole class must be graded within the time limit of the hanging call and a little more.
-tests/test_grade_attacks.py holds what dishonest students try."""
+tests/test_grade_attacks.py holds what dishonest students try; tests/test_sandbox.py,
+tests/test_grade_wire.py and tests/test_sheets.py the grader's parts on their own."""
 
 from __future__ import annotations
 
 import csv
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -16,8 +16,11 @@ import nbformat
 import pytest
 from needs import missing
 
-ROOT = Path(__file__).resolve().parent.parent
 from tools import book, grade, student
+from tools.sandbox import Limits
+from tools.sheets import write_sheet
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TIMEOUT = 60
 CALL_TIMEOUT = 5
@@ -82,7 +85,7 @@ def test_the_sheet_says_who_solved_what(class_folder):
     if shutil.which("bwrap") is None:
         missing("needs bubblewrap, make grade's sandbox (make sandbox installs Debian's)")
     started = time.perf_counter()
-    limits = grade.Limits(timeout=TIMEOUT, call_timeout=CALL_TIMEOUT)
+    limits = Limits(timeout=TIMEOUT, call_timeout=CALL_TIMEOUT)
     sheet = grade.grade(class_folder, limits, log=lambda line: None)
     seconds = time.perf_counter() - started
     status = {s: {e: r.status for e, r in row.items()} for s, row in sheet.items()}
@@ -99,7 +102,7 @@ def test_the_sheet_says_who_solved_what(class_folder):
     assert "did not return within 5 s" in sheet["eve"]["1.3"].line
     assert seconds < CALL_TIMEOUT + 5 * 20, f"grading took {seconds:.0f} s"
 
-    csv_path, html_path = grade.write_sheet(sheet, class_folder / "grades")
+    csv_path, html_path = write_sheet(sheet, class_folder / "grades")
     rows = list(csv.reader(csv_path.open(encoding="utf-8")))
     assert rows[0] == ["student", "1.2", "1.3", "passed"]
     table = {row[0]: row[1:] for row in rows[1:]}
@@ -113,39 +116,3 @@ def test_the_sheet_says_who_solved_what(class_folder):
 def test_a_folder_without_notebooks_is_refused_with_what_to_do(tmp_path, capsys):
     assert grade.main([str(tmp_path)]) == 2
     assert "subfolder named after them" in capsys.readouterr().err
-
-
-def through_a_link(tmp_path: Path, monkeypatch) -> Path:
-    """This Python as a process started through a linked environment sees itself (`.venv` a link
-    to another folder, as a shared or relocated environment is): its executable and prefixes
-    spelled through `tmp_path/env`, a link to the environment's real folder. Returns the link."""
-    executable = Path(sys.executable)
-    if not executable.is_relative_to(sys.prefix):
-        pytest.skip(f"{executable} lies outside its environment {sys.prefix}")
-    link = tmp_path / "env"
-    link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
-    monkeypatch.setattr(sys, "executable", str(link / executable.relative_to(sys.prefix)))
-    monkeypatch.setattr(sys, "prefix", str(link))
-    monkeypatch.setattr(sys, "exec_prefix", str(link))
-    return link
-
-
-def test_the_sandbox_runs_a_linked_environments_python_where_it_binds_it(tmp_path, monkeypatch):
-    """bubblewrap binds each readable folder by its real path, so the Python it starts must be
-    named by that path too: a path through the link does not exist inside the sandbox."""
-    through_a_link(tmp_path, monkeypatch)
-    command = grade.sandbox_command(tmp_path / "scratch")
-    bound = [Path(command[i + 2]) for i, word in enumerate(command) if word == "--ro-bind"]
-    python = Path(command[command.index("-I") - 1])
-    assert any(python.is_relative_to(folder) for folder in bound), (
-        f"the sandbox starts {python}, which none of its folders {bound} holds"
-    )
-    assert python.exists()
-
-
-@pytest.mark.slow
-def test_a_linked_environment_can_make_its_sandbox(tmp_path, monkeypatch):
-    if shutil.which("bwrap") is None:
-        missing("needs bubblewrap, make grade's sandbox (make sandbox installs Debian's)")
-    through_a_link(tmp_path, monkeypatch)
-    assert grade.sandbox_problem() is None  # its probe starts the Python in the sandbox

@@ -1,7 +1,8 @@
-"""The values a student's sandboxed process sends the grader (tools/grade_worker.py): plain JSON
-that carries data and no code. What a function returns must come back equal, dtype and all; the
-book's dataclasses come back as themselves; anything else only as its type's name; and what the
-student could write on the channel is refused, not run."""
+"""The wire between the grader and a student's sandboxed process (tools/wire.py, which both
+tools/grade.py and tools/grade_worker.py import). Values travel as plain JSON that carries data
+and no code: what a function returns must come back equal, dtype and all; the book's dataclasses
+come back as themselves; anything else only as its type's name; and what the student could write
+on the channel is refused, not run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 
 from annotated.ch03_training import SpecialTokens
 from annotated.exercises import compare
-from tools import grade_worker
+from tools import wire
 
 
 @dataclasses.dataclass
@@ -26,7 +27,7 @@ class Elsewhere:
 
 
 def through_the_wire(value, book_only: bool = True):
-    return grade_worker.decode(json.loads(json.dumps(grade_worker.encode(value))), book_only)
+    return wire.decode(json.loads(json.dumps(wire.encode(value))), book_only)
 
 
 @pytest.mark.parametrize(
@@ -82,10 +83,10 @@ def test_what_the_student_writes_is_refused_not_run():
         {"$dataclass": "os:system", "fields": {}},  # not a dataclass of the book's
         {"$dataclass": "subprocess:Popen", "fields": {"args": "true"}},
     ):
-        assert isinstance(grade_worker.decode(forged), grade_worker.Foreign)
+        assert isinstance(wire.decode(forged), wire.Foreign)
     named = {"$dataclass": f"{__name__}:Elsewhere", "fields": {"x": 1}}
-    assert isinstance(grade_worker.decode(named), grade_worker.Foreign)
-    assert grade_worker.decode(named, book_only=False) == Elsewhere(1)  # the grader's own job only
+    assert isinstance(wire.decode(named), wire.Foreign)
+    assert wire.decode(named, book_only=False) == Elsewhere(1)  # the grader's own job only
     for bad in ({"$pickle": "x"}, {"$float": "1e400"}, ["a", "bare", "list"], {"$tensor": 3}):
         with pytest.raises((ValueError, TypeError)):
-            grade_worker.decode(bad)
+            wire.decode(bad)

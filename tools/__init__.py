@@ -10,7 +10,9 @@ checkout without any change to `sys.path`.
     bookpdf     the whole book as one PDF
     run_book    every chapter executed afresh and compared with its saved outputs
     student     the student edition
-    grade       a class's grade sheet (grade_worker runs inside its sandbox)
+    grade       a class's grade sheet, from its parts: sandbox (the bubblewrap command, limits,
+                supervision), wire (what grader and worker say to each other), sheets (the
+                sheets written); grade_worker runs inside the sandbox
     publish     the README's badges, the release's wheel and sdist, the tag check
     lock        constraints.txt from a fresh environment
 """
