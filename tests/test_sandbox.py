@@ -82,12 +82,10 @@ def test_the_sandbox_holds_every_module_of_tools_the_worker_imports(tmp_path):
     """Inside the sandbox the worker has only the files of tools/ bound for it: each module it
     imports, and each that those import, must be one of them (tools/__init__.py too)."""
     files = bound(sandbox_command(tmp_path, worker_arguments(GRADER, CHANNEL)))
-    inside = {name: files.get(f"{GRADER}/tools/{name}") for name in ("__init__.py",)}
-    wanted, seen = ["grade_worker.py"], set()
+    inside, wanted = {}, ["__init__.py", "grade_worker.py"]  # file name -> what is bound there
     while wanted:
         name = wanted.pop()
-        if name not in seen:
-            seen.add(name)
+        if name not in inside:
             inside[name] = files.get(f"{GRADER}/tools/{name}")
             wanted += sorted(imported_tools(TOOLS / name))
     assert inside == {name: TOOLS / name for name in inside}, (
