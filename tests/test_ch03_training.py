@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from annotated.base.checkpoints import load_checkpoint, save_checkpoint
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -465,64 +464,6 @@ def test_invalid_training_configurations_fail_clearly(changes, message):
 
 
 # ---------------------------------------------------------------- checkpoints
-
-
-def test_checkpoint_refuses_another_configuration_but_allows_extending(tmp_path):
-    checkpoint = tmp_path / "run.pt"
-    model = tiny_model()
-    config = TrainConfig(max_steps=3, warmup=2)
-    train(model, source(), config, checkpoint=checkpoint, progress=False)
-    with pytest.raises(ValueError, match="d_model: checkpoint 32, now 64"):
-        load_checkpoint(checkpoint, dataclasses.replace(model.config, d_model=64, h=2))
-    with pytest.raises(ValueError, match="eps_ls"):
-        train(
-            tiny_model(),
-            source(),
-            dataclasses.replace(config, eps_ls=0.2),
-            checkpoint=checkpoint,
-            progress=False,
-        )
-    longer = train(
-        tiny_model(),
-        source(),
-        dataclasses.replace(config, max_steps=5),
-        checkpoint=checkpoint,
-        progress=False,
-    )
-    assert list(longer["step"]) == [1, 2, 3, 4, 5]
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
-        load_checkpoint(tmp_path / "missing.pt", model.config)
-
-
-def test_a_checkpoint_from_before_learned_positions_loads_as_sinusoids(tmp_path):
-    checkpoint = tmp_path / "old.pt"
-    model = tiny_model()
-    train(
-        model, source(), TrainConfig(max_steps=2, warmup=2), checkpoint=checkpoint, progress=False
-    )
-    state = torch.load(checkpoint, weights_only=True)
-    del state["model_config"]["learned_positions"]  # as every checkpoint written before row E
-    torch.save(state, checkpoint)
-    assert load_checkpoint(checkpoint, model.config)["model_config"] == state["model_config"]
-    learned = dataclasses.replace(model.config, learned_positions=True)
-    with pytest.raises(ValueError, match="learned_positions: checkpoint False, now True"):
-        load_checkpoint(checkpoint, learned)
-
-
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt.pt"
-    save_checkpoint(path, step=1, model_config={}, train_config={})
-    before = path.read_bytes()
-
-    def broken_save(obj, handle):
-        handle.write(b"half a checkpoint")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(torch, "save", broken_save)
-    with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(path, step=2, model_config={}, train_config={})
-    assert path.read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"], "the temporary file must be removed"
 
 
 def test_resumed_run_equals_uninterrupted_run_in_process(tmp_path):

@@ -2,13 +2,10 @@
 the translator and its copying of unknown words, and scoring."""
 
 import itertools
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from annotated.base.files import REPO_ROOT as ROOT
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch04_copy_task import greedy_decode, until_eos
 from annotated.ch05_text import SPECIALS, Vocab, detokenize, tokenize
@@ -155,19 +152,6 @@ def test_score_perfect_and_signature():
     assert score([joined], hyphen)["BLEU"] < score([detokenize(joined.split())], hyphen)["BLEU"]
 
 
-@pytest.mark.slow
-def test_translate_cli_without_a_checkpoint_says_what_to_do(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "annotated.translate", "--checkpoint", str(tmp_path / "none.pt")],
-        input="Hallo\n",
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert result.returncode == 2
-    assert "make train-multi30k" in result.stderr and result.stdout == ""
-
-
 def test_paper_tokens_split_compounds_as_tensor2tensor_did():
     assert paper_tokens(["Ein Rotwein-Glas, bitte."]) == [
         "Ein Rotwein ##AT##-##AT## Glas , bitte ."
@@ -190,6 +174,14 @@ def test_decode_config_limits_the_output_length():
     # The source "Hund Katze" is 3 ids with </s>, so outputs get 3 + extra_length tokens.
     assert len(short.translate(["Hund Katze"])[0].split()) == 5
     assert len(long.translate(["Hund Katze"], beam=2)[0].split()) == 10
+
+
+def test_decode_config_reads_what_older_checkpoints_recorded():
+    assert DecodeConfig.from_saved({"beam": 4, "alpha": 2.5}) == DecodeConfig(4, 2.5, 50, 4000)
+    full = {"beam": 2, "alpha": 0.6, "extra_length": 10, "batch_tokens": 99, "unknown": 1}
+    assert DecodeConfig.from_saved(full) == DecodeConfig(2, 0.6, 10, 99)
+    with pytest.raises(ValueError, match="positive"):
+        DecodeConfig(beam=0)
 
 
 # ---------------------------------------------------------------- the traced search (beam_tree)

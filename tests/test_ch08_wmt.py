@@ -3,12 +3,6 @@ paper's configurations, shared weights, step sizes, the data-parallel check, and
 on the WMT14 sample."""
 
 import dataclasses
-import json
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -31,7 +25,6 @@ from annotated.ch08_wmt import (
 )
 from annotated.training.finish import average_snapshots, load_translator
 
-ROOT = Path(__file__).resolve().parent.parent
 SUBWORD_SPECIALS = Vocab(SPECIALS, {}).specials  # what Subwords gives too (tests/test_ch05_text)
 
 
@@ -132,28 +125,6 @@ def test_two_gloo_processes_under_torchrun_take_the_same_steps_as_one(tmp_path):
     assert (check["backend"], check["device"], check["processes"]) == ("gloo", "cpu", 2)
 
 
-@pytest.mark.skipif(
-    not Path("/proc/self/task").exists(), reason="thread names come from Linux /proc"
-)
-@pytest.mark.slow
-def test_no_gloo_thread_outlives_teardown(tmp_path):
-    # The cause of a rare abort at exit: a process group kept alive past destroy_process_group
-    # (by torch._dynamo, imported by DDP after the group existed) whose threads ran on to exit.
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    command += ["-m", "annotated.ddp_check", "--out", str(tmp_path / "out.pt"), "--steps", "2"]
-    result = subprocess.run(
-        [*command, "--report-threads"], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    # (rank, thread names), read so that two reports run together on one line still count as two
-    reports = re.findall(
-        r"rank (\d) threads after teardown:(.*?)(?=rank \d threads after|$)", result.stdout, re.M
-    )
-    assert sorted(rank for rank, _ in reports) == ["0", "1"], result.stdout
-    for rank, names in reports:
-        assert "gloo" not in names, f"rank {rank}: {names}"
-
-
 # ---------------------------------------------------------------- the sample
 
 
@@ -218,29 +189,3 @@ def test_smoke_run_trains_averages_scores_and_resumes(smoke_corpus, tmp_path):
     assert translator.translate(["", "A house.", ""])[0::2] == ["", ""]
     again = train_wmt(config, tmp_path / "run", progress=False, corpus=smoke_corpus)
     assert again.history.equals(run.history), "a finished run is loaded, not trained again"
-
-
-@pytest.mark.slow
-def test_the_train_command_plans_a_budget_alike_in_every_process_and_scores_once(tmp_path):
-    # `python -m annotated.train wmt` as two gloo processes: both probe, plan with the mean of their
-    # times and train the same steps; the first then scores the run (one process's training is
-    # test_smoke_run_trains_averages_scores_and_resumes, in this process).
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    command += ["-m", "annotated.train", "wmt", "--profile", "smoke", "--minutes", "5"]
-    command += ["--run-dir", str(tmp_path)]
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["steps"] == plan["recipe_steps"] == 6  # five minutes hold the smoke recipe
-    assert result.stdout.count("plan: 5 training minutes") == 1  # said once, by the first process
-    assert "the run is the recipe, unchanged" in result.stdout
-    assert result.stdout.count(f"{tmp_path}: 6 steps") == 1
-    assert result.stdout.count("nrefs:1|case:mixed|eff:no|tok:13a") == 1
-    assert "tokenized BLEU" in result.stdout and "test set:" in result.stdout

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import annotated.base.devices as devices
-from annotated.base.checkpoints import _restore_rng_states, _rng_states, read_checkpoint
+from annotated.base.checkpoints import read_checkpoint
 from annotated.base.devices import (
     DEVICE_ENV,
     LossScaling,
@@ -22,7 +22,6 @@ from annotated.base.devices import (
     chosen_precision,
     training_device,
 )
-from annotated.base.distributed import process_group_backend
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import (
     Batch,
@@ -450,23 +449,6 @@ def test_the_device_scan_finds_chapter_7s_old_attention_maps(tmp_path):
     }
 
 
-def test_a_gpus_random_state_is_kept_and_put_back_only_where_there_is_a_gpu(machine, monkeypatch):
-    machine(gpus=1)
-    cuda_state = torch.arange(8, dtype=torch.uint8)
-    put_back = []
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device="cuda": cuda_state)
-    monkeypatch.setattr(
-        torch.cuda, "set_rng_state", lambda state, device="cuda": put_back.append(state)
-    )
-    states = _rng_states()
-    assert torch.equal(states["cuda"], cuda_state)
-    _restore_rng_states(states)
-    assert len(put_back) == 1 and torch.equal(put_back[0], cuda_state)
-    machine(gpus=0)  # the same checkpoint resumed on a machine without a GPU
-    _restore_rng_states(states)
-    assert len(put_back) == 1 and "cuda" not in _rng_states()
-
-
 # ---------------------------------------------------------------- precision override, process groups
 
 
@@ -514,27 +496,6 @@ def test_a_wrong_annotated_precision_is_refused_with_the_choices(machine, monkey
     monkeypatch.setenv(devices.PRECISION_ENV, "fp16")
     with pytest.raises(ValueError, match=r"ANNOTATED_PRECISION=fp16 \(float16.*CUDA GPUs"):
         chosen_precision("auto", CPU)
-
-
-@pytest.mark.parametrize(
-    ("processes", "gpus", "named", "expected"),
-    [
-        (2, 0, "", "gloo"),  # no GPU
-        (1, 0, "", "gloo"),
-        (2, 1, "", "gloo"),  # one GPU and two processes: nccl cannot share it
-        (2, 2, "", "nccl"),  # a GPU a process
-        (1, 4, "", "nccl"),
-        (2, 2, "cpu", "gloo"),  # the CPU named, whatever the machine has
-        (2, 2, "cuda", "nccl"),
-    ],
-)
-def test_the_process_group_backend(processes, gpus, named, expected):
-    assert process_group_backend(processes, gpus, named) == expected
-
-
-def test_a_gpu_named_for_more_processes_than_gpus_is_refused_with_what_to_do():
-    with pytest.raises(ValueError, match=r"nproc_per_node=1.*ANNOTATED_DEVICE=cpu"):
-        process_group_backend(2, 1, "cuda")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
-"""The time budget's throughput probe (`plan.measure_step_seconds`, through `plan.time_budget`),
-on a simulated machine whose step costs more on a batch shape it meets for the first time; and
-plans kept by runs before."""
+"""annotated/training/plan.py: the time budget's throughput probe (`plan.measure_step_seconds`,
+through `plan.time_budget`), on a simulated machine whose step costs more on a batch shape it meets
+for the first time; plans kept by runs before; and a recipe's schedule fitted to the minutes a
+budget gives (`fit_schedule`)."""
 
 import dataclasses
 import json
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from annotated import ch03_training
+from annotated.ch03_training import cooled_rate, rate
 from annotated.ch05_text import SPECIALS, BatchPlan, Corpus, Vocab, step_shard
 from annotated.training.config import RunConfig, new_model
 from annotated.training.plan import (
@@ -306,3 +308,106 @@ def test_a_saved_runs_plan_gives_the_schedule_it_was_trained_with(
     # chapter 3's configuration, as the checkpoint holds it (a resumed run is refused otherwise)
     assert dataclasses.asdict(schedule.train_config(config)) == TRAINED_WITH[name]
     assert schedule.average_last == 5 and schedule.limit_seconds == saved["budget_minutes"] * 72
+
+
+# ---------------------------------------------------------------- fitting a recipe to a budget
+
+
+def _hour_recipe(**changes):
+    """Chapter 7's recipe shape: 20 epochs of 152 steps, cooldown over the second half."""
+    fields = dict(
+        steps=None,
+        epochs=20,
+        warmup=500,
+        lr_factor=0.358,
+        d_model=256,
+        cooldown_epochs=10.0,
+        p_drop_final=0.3,
+        max_minutes=60.0,
+        evals_per_epoch=2,
+        average_last=5,
+    )
+    return RunConfig(**{**fields, **changes})
+
+
+def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
+    config = _hour_recipe()
+    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    assert not plan.shortened and plan.steps == plan.recipe_steps == 3040
+    # The book's run, step for step: the recipe's schedule, with the budget's time limit.
+    recipe = config.schedule(152)
+    assert plan.schedule(recipe, 60.0) == dataclasses.replace(recipe, limit_seconds=60 * 60 * 1.2)
+    assert plan.schedule(recipe, 60.0).train_config(config) == config.train_config(152)
+    assert round(plan.steps_per_minute) == 100
+    assert "the run is the recipe, unchanged" in plan.describe(config)
+
+
+def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
+    config = _hour_recipe()
+    plan = fit_schedule(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
+    planned = plan.schedule(config.schedule(152), config.max_minutes)
+    train = planned.train_config(config)
+    # The steps fit the budget (with the probe's time spent from it)...
+    assert plan.shortened and train.max_steps == plan.steps
+    assert plan.steps * 1.4 + 40.0 <= 60 * 60
+    assert plan.steps * 1.4 + 40.0 >= 0.85 * 60 * 60  # ...and use most of it
+    # Steps 10% dearer than the probe measured (seen on a cloud CPU) still finish in time.
+    assert plan.steps * 1.4 * 1.1 + 40.0 <= 60 * 60
+    # ...the cooldown keeps its share of the run and ends at the new last step...
+    assert train.cooldown / train.max_steps == pytest.approx(0.5, abs=0.01)
+    assert cooled_rate(train.max_steps, 256, train) == pytest.approx(
+        rate(train.max_steps, 256, train.warmup, train.lr_factor) / train.cooldown
+    )
+    # ...the warmup still fits before it, and the averaged snapshots lie inside it.
+    assert (train.warmup, train.lr_factor) == (500, 0.358)
+    assert planned.average_last * planned.eval_every <= train.cooldown
+    assert planned.average_last == 5 and planned.eval_every == config.schedule(152).eval_every
+    assert config == _hour_recipe()  # the configuration is left as it was
+    text = plan.describe(config)
+    assert f"{plan.steps:,} of the recipe's 3,040 steps" in text
+    assert "trains less than its recipe" in text and "lower scores" in text
+
+
+def test_a_tiny_budget_shortens_the_warmup_but_keeps_the_peak_rate():
+    config = _hour_recipe(epochs=5, cooldown_epochs=2.5, max_minutes=5.0, average_last=2)
+    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
+    train = plan.schedule(config.schedule(152), config.max_minutes).train_config(config)
+    assert plan.steps < 760 and train.warmup < 500
+    assert train.warmup <= train.max_steps - train.cooldown
+    peak = rate(train.warmup, 256, train.warmup, train.lr_factor)
+    assert peak == pytest.approx(rate(500, 256, 500, 0.358))  # 1.0e-3, the recipe's peak
+    assert 1 <= plan.average_last <= 2
+    assert plan.average_last * config.schedule(152).eval_every <= train.cooldown
+
+
+def test_a_recipe_without_cooldown_keeps_its_averaging():
+    # chapter 8's sample: the paper's 100,000 steps, of which 20 minutes give a few hundred
+    config = _hour_recipe(
+        steps=100_000, epochs=None, cooldown_epochs=0.0, warmup=300, max_minutes=20.0
+    )
+    plan = fit_schedule(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
+    assert 450 < plan.steps < 530 and plan.warmup == 300 and plan.average_last == 5
+    assert plan.schedule(config.schedule(56), 20.0).train_config(config).cooldown == 0
+    assert "no cooldown" in plan.describe(config)
+
+
+def test_too_little_time_is_refused_with_what_to_do():
+    config = _hour_recipe(max_minutes=0.5)
+    with pytest.raises(ValueError, match="give about 18 steps.*Give more minutes"):
+        fit_schedule(config, 152, seconds_per_step=1.5)
+    with pytest.raises(ValueError, match="max_minutes must be positive"):
+        _hour_recipe(max_minutes=0.0)
+
+
+def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
+    # Its checkpoint is tied to the recipe's schedule, so nothing is compressed; the budget stays
+    # the plain limit it was when the run began (a measured plan's grace would train past it).
+    config = _hour_recipe(max_minutes=20.0)
+    plan = fit_schedule(config, 152, seconds_per_step=2.0, keep_recipe=True)
+    recipe = config.schedule(152)
+    assert plan.unplanned and plan.steps == 3040
+    assert plan.schedule(recipe, 20.0) == dataclasses.replace(recipe, limit_seconds=20 * 60)
+    assert plan.limit_seconds(20.0) == 20 * 60
+    assert "begun without a plan" in plan.describe(config)
+    measured = fit_schedule(config, 152, seconds_per_step=0.3)
+    assert not measured.unplanned and measured.limit_seconds(20.0) == 20 * 60 * 1.2

@@ -9,7 +9,7 @@ import pytest
 
 from annotated.base.files import runs_dir
 from annotated.ch07_multi30k import PROFILES, SHIPPED, profile_config
-from annotated.training.shipped import SHIPPED_DIR, SHIPPED_HISTORY, shipped_identity
+from annotated.training.shipped import SHIPPED_DIR, SHIPPED_HISTORY, read_tensors, shipped_identity
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = runs_dir() / "multi30k-full"
@@ -130,3 +130,13 @@ def test_the_shipped_run_scores_as_one_model_named_for_what_it_is(tmp_path):
         ("shipped (average of last 5, quantized)", "greedy", True),
         ("shipped (average of last 5, quantized)", "beam 4", True),
     ]
+
+
+def test_a_changed_model_bin_is_refused(tmp_path):
+    for path in (SHIPPED_DIR / "model.bin", SHIPPED_DIR / "model.json"):
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    data = bytearray((tmp_path / "model.bin").read_bytes())
+    data[100] ^= 1
+    (tmp_path / "model.bin").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="export again"):
+        read_tensors(tmp_path)

@@ -24,7 +24,7 @@ from test_site import browser  # noqa: F401 (a fixture)
 
 from annotated.base.datasets import DATA_DIR_ENV
 from annotated.ch05_text import tokenize
-from annotated.export.spacy_rules import RegexConversionError, to_javascript, tokenizer_rules
+from annotated.export.spacy_rules import to_javascript, tokenizer_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "site" / "try" / "tokenizer.js"
@@ -209,22 +209,3 @@ def test_unicode_classes_match_pythons(page):
         regex = re.compile(pattern)
         differ = [c for c in assigned if bool(regex.fullmatch(chr(c))) != (c in in_javascript)]
         assert not differ, f"{pattern} differs on {[hex(c) for c in differ[:20]]}"
-
-
-def test_converter_refuses_what_it_cannot_convert():
-    for pattern, says in [
-        (r"a*+b", "possessive quantifier"),
-        (r"(?>ab|a)c", "atomic group"),
-        (r"(?i)straße", "IGNORECASE"),
-        (r"a(?m:^b)", "MULTILINE"),
-        (r"(a)?\1", "backreference"),
-        (r"[\S\d]", "negated class"),
-    ]:
-        with pytest.raises(RegexConversionError, match=says):
-            to_javascript(pattern)
-
-
-def test_converter_writes_javascript_syntax():
-    assert to_javascript(r"(?u)^\-\'[\"\-\]a-z]{2,}$") == r"^-'[" + '"' + r"\-\]a-z]{2,}(?=\n?$)"
-    assert to_javascript(r"(?P<x>\d+?)\Z\A.") == r"([\p{Nd}]+?)$^[^\n]"
-    assert to_javascript("\\U0001F600\u00a0|{|}") == "(?:😀\\u{a0}|\\{|\\})"
