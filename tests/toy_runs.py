@@ -1,6 +1,7 @@
 """A toy translation task for the tests of the run layer and the commands that read its folders:
-three German-English pairs, their word vocabularies, a tiny model's checkpoint state, and a run
-folder as training leaves it (vocabularies beside an untrained averaged model)."""
+a few German-English pairs, their word vocabularies, a tiny model's checkpoint state, a run
+folder as training leaves it (vocabularies beside an untrained averaged model), and a corpus and
+a run configuration that train in seconds."""
 
 import dataclasses
 from pathlib import Path
@@ -8,10 +9,23 @@ from pathlib import Path
 import torch
 
 from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch05_text import Vocab, tokenize, vocab_settings
+from annotated.ch05_text import Corpus, Vocab, tokenize, vocab_settings, word_corpus
+from annotated.ch06_decoding import DecodeConfig
+from annotated.training.config import RunConfig
 
 GERMAN = ["Ein Hund rennt.", "Zwei Männer sitzen auf einer Bank.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs.", "Two men sit on a bench.", "A woman reads a book."]
+# More pairs for a corpus to train on: the three above, and a few made of their words.
+TRAIN_PAIRS = [
+    *zip(GERMAN, ENGLISH, strict=True),
+    ("Ein Mann liest.", "A man reads."),
+    ("Zwei Hunde rennen.", "Two dogs run."),
+    ("Eine Frau sitzt auf einer Bank.", "A woman sits on a bench."),
+    ("Ein Mann rennt.", "A man runs."),
+    ("Zwei Frauen lesen ein Buch.", "Two women read a book."),
+    ("Ein Hund sitzt.", "A dog sits."),
+    ("Eine Frau rennt.", "A woman runs."),
+]
 
 
 def word_vocab(sentences: list[str], language: str) -> Vocab:
@@ -38,3 +52,30 @@ def write_run_folder(folder: Path, decoding: dict | None = None) -> Path:
         state if decoding is None else {**state, "decoding": decoding}, folder / "averaged.pt"
     )
     return folder
+
+
+def toy_corpus() -> Corpus:
+    """TRAIN_PAIRS with word vocabularies (min_freq 1); the first three pairs are the validation
+    and test sets too."""
+    raw = {"train": TRAIN_PAIRS, "val": TRAIN_PAIRS[:3], "test_2016_flickr": TRAIN_PAIRS[:3]}
+    return word_corpus(raw, 1, None)
+
+
+def toy_config(**changes) -> RunConfig:
+    """A run of a one-layer model of width 16 on `toy_corpus`: a few steps, greedy decoding."""
+    settings = dict(
+        vocab_size=None,
+        min_freq=1,
+        max_tokens=40,
+        N=1,
+        d_model=16,
+        d_ff=32,
+        h=2,
+        warmup=2,
+        steps=6,
+        evals_per_epoch=1,
+        average_last=2,
+        precision="fp32",
+        decoding=DecodeConfig(beam=2, alpha=0.6, extra_length=5),
+    )
+    return RunConfig(**{**settings, **changes})
