@@ -4,12 +4,26 @@ default), the settings it passes on by name to chapter 2's `ModelConfig` and cha
 $ANNOTATED_PROFILE chooses."""
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
+import torch
+from toy_runs import toy_corpus
 
 from annotated.ch02_model import ModelConfig
+from annotated.ch03_training import FastDropout, SpecialTokens
+from annotated.ch05_text import Corpus
 from annotated.ch06_decoding import DecodeConfig
-from annotated.training.config import PROFILE_ENV, RunConfig, pick_profile, smoke_version
+from annotated.training.config import (
+    PROFILE_ENV,
+    RunConfig,
+    Schedule,
+    new_model,
+    pick_profile,
+    profile_name,
+    shared_specials,
+    smoke_version,
+)
 
 
 def test_run_config_defaults_are_the_papers_base_recipe():
@@ -82,3 +96,105 @@ def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):
     assert ch08_wmt.wmt_profile() == ("class", ch08_wmt.WMT_PROFILES["smoke"])
     assert ch09_table3.table3_sweep() == ("class", ch09_table3.TABLE3_PROFILES["full"])
     assert all("class" in names for names in train.task_profiles().values())
+
+
+# ---------------------------------------------------------------- what a configuration makes
+
+
+def test_the_recipes_schedule_counts_its_steps_evaluations_and_cooldown_in_epochs():
+    config = RunConfig(steps=None, epochs=3, evals_per_epoch=4, cooldown_epochs=0.5, warmup=7)
+    schedule = config.schedule(steps_per_epoch=10)
+    assert schedule == Schedule(
+        steps=30,
+        warmup=7,
+        lr_factor=1.0,
+        cooldown=5,
+        average_last=5,
+        steps_per_epoch=10,
+        eval_every=2,  # ten steps an epoch, four evaluations: every second step, rounded down
+        limit_seconds=None,
+    )
+    assert config.schedule(steps_per_epoch=3).eval_every == 1  # never every 0 steps
+    assert (
+        RunConfig(steps=40).schedule(steps_per_epoch=10).steps == 40
+    )  # steps, whatever the epochs
+
+
+def test_chapter_3s_configuration_trains_the_schedule_with_the_runs_other_settings():
+    config = RunConfig(warmup=4000, lr_factor=1.0, eps_ls=0.2, seed=5, precision="fp32")
+    planned = Schedule(
+        steps=50,
+        warmup=7,
+        lr_factor=0.5,
+        cooldown=5,
+        average_last=2,
+        steps_per_epoch=10,
+        eval_every=3,
+        limit_seconds=60.0,
+    )
+    train = planned.train_config(config)
+    # The schedule's, where a budget may have planned them...
+    assert (train.max_steps, train.warmup, train.lr_factor, train.cooldown) == (50, 7, 0.5, 5)
+    assert train.checkpoint_every == 3  # a checkpoint at each evaluation
+    # ...and the run's own for the rest.
+    assert (train.eps_ls, train.seed, train.precision) == (0.2, 5, "fp32")
+
+
+@pytest.mark.parametrize(
+    ("vocab_size", "shared", "tied"), [(None, False, True), (8000, True, False)]
+)
+def test_one_shared_vocabulary_shares_all_three_matrices_and_two_tie_only_the_target(
+    vocab_size, shared, tied
+):
+    model = RunConfig(vocab_size=vocab_size, N=2).model_config(50, 50)
+    assert (model.share_embeddings, model.tie_target_embeddings) == (shared, tied)
+    assert (model.src_vocab, model.tgt_vocab, model.N, model.max_len) == (50, 50, 2, 512)
+    # What the corpus is decides over the configuration's vocab_size (new_model passes it).
+    assert not RunConfig(vocab_size=8000).model_config(50, 60, shared=False).share_embeddings
+
+
+def test_a_runs_model_is_seeded_and_sized_for_its_corpus():
+    corpus = toy_corpus()
+    config = RunConfig(vocab_size=None, N=1, d_model=16, d_ff=32, h=2, seed=3)
+    model, again = new_model(config, corpus), new_model(config, corpus)
+    assert (model.config.src_vocab, model.config.tgt_vocab) == (
+        len(corpus.src_vocab),
+        len(corpus.tgt_vocab),
+    )
+    assert model.config.tie_target_embeddings and not model.config.share_embeddings
+    for (name, a), b in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    other = new_model(dataclasses.replace(config, seed=4), corpus)
+    assert not torch.equal(other.generator.weight, model.generator.weight)
+    shared = Corpus(corpus.tgt_vocab, corpus.tgt_vocab, {}, {})  # one vocabulary for both sides
+    assert new_model(config, shared).config.share_embeddings
+
+
+def test_fast_dropout_replaces_every_dropout_of_the_runs_model():
+    corpus = toy_corpus()
+    config = RunConfig(vocab_size=None, N=1, d_model=16, d_ff=32, h=2, fast_dropout=True)
+    layers = list(new_model(config, corpus).modules())
+    assert any(isinstance(layer, FastDropout) for layer in layers)
+    assert not any(isinstance(layer, torch.nn.Dropout) for layer in layers)
+    plain = new_model(dataclasses.replace(config, fast_dropout=False), corpus)
+    assert not any(isinstance(layer, FastDropout) for layer in plain.modules())
+
+
+def test_the_two_vocabularies_must_agree_on_the_special_tokens():
+    ids = SpecialTokens(pad=1, bos=2, eos=3)
+    agreed = SimpleNamespace(
+        src_vocab=SimpleNamespace(specials=ids), tgt_vocab=SimpleNamespace(specials=ids)
+    )
+    assert shared_specials(agreed) == ids
+    other = SimpleNamespace(specials=SpecialTokens(pad=0, bos=2, eos=3))
+    with pytest.raises(ValueError, match="must give the specials the same ids"):
+        shared_specials(SimpleNamespace(src_vocab=other, tgt_vocab=SimpleNamespace(specials=ids)))
+
+
+def test_the_profile_is_the_environments_else_the_chapters(monkeypatch):
+    monkeypatch.delenv(PROFILE_ENV, raising=False)
+    assert profile_name("full") == "full"
+    monkeypatch.setenv(PROFILE_ENV, "")  # set but empty: as if unset
+    assert profile_name("full") == "full"
+    monkeypatch.setenv(PROFILE_ENV, "smoke")
+    assert profile_name("full") == "smoke"
