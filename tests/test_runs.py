@@ -1,16 +1,63 @@
 """annotated/training/runs.py: `train_run`, the spine of a run, through its four stages (configure,
-plan, train, finish): whole runs under a time budget on Multi30k. (The stages' own tests are in
-their modules' files: tests/test_config.py, tests/test_plan.py, tests/test_loop.py,
-tests/test_finish.py.)"""
+plan, train, finish): a toy run's folder holds what the module says, a finished run is loaded and
+not trained again, and one process at a time trains in a folder; then whole runs under a time
+budget on Multi30k. (The stages' own tests are in their modules' files: tests/test_config.py,
+tests/test_plan.py, tests/test_loop.py, tests/test_finish.py.)"""
 
 import dataclasses
 import json
 
 import pytest
 import torch
+from toy_runs import toy_config, toy_corpus
 
+from annotated.base.files import FolderInUseError
 from annotated.ch03_training import cooled_rate
+from annotated.ch05_text import BatchPlan
+from annotated.training.finish import save_vocabularies
 from annotated.training.plan import PROBE_STEPS
+from annotated.training.runs import train_run
+
+# ---------------------------------------------------------------- a toy run
+
+
+def test_a_runs_folder_holds_its_stages_files_and_a_finished_run_is_loaded_not_trained(
+    tmp_path, monkeypatch
+):
+    corpus = toy_corpus()
+    config = toy_config(train_pairs=6, max_tokens=20, val_sentences=2)
+    save_vocabularies(corpus, tmp_path)
+    run = train_run(config, tmp_path, corpus, progress=False)
+    first = BatchPlan.build(corpus.ids["train"][:6], config.max_tokens, 1, 1, config.seed)
+    every = BatchPlan.build(corpus.ids["train"], config.max_tokens, 1, 1, config.seed)
+    assert first.steps_per_epoch < every.steps_per_epoch
+    assert run.schedule == config.schedule(first.steps_per_epoch)  # of its first 6 pairs only
+    assert run.history.step.tolist() == list(range(1, config.steps + 1))
+    assert run.budget is None and run.averaged is not None and run.config == config
+    assert {p.name for p in tmp_path.iterdir()} >= {
+        "checkpoint.pt",
+        "vocab.de.json",
+        "vocab.en.json",
+        "history.csv",
+        "evals.csv",
+        "snapshots",
+        "averaged.pt",
+    }
+    assert not (tmp_path / "plan.json").exists()  # no time budget, no plan
+    asked = []
+    made = BatchPlan.step
+    monkeypatch.setattr(BatchPlan, "step", lambda self, *a: asked.append(a) or made(self, *a))
+    again = train_run(config, tmp_path, corpus, progress=False)
+    assert asked == [] and again.history.equals(run.history)
+
+
+def test_a_second_process_is_refused_a_folder_the_first_trains_in(tmp_path, held_elsewhere):
+    # Refused before any stage writes: with a time budget the plan would write plan.json first.
+    corpus = toy_corpus()
+    with held_elsewhere(tmp_path), pytest.raises(FolderInUseError):
+        train_run(toy_config(max_minutes=5.0), tmp_path, corpus, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in-use.lock"]
+
 
 # ---------------------------------------------------------------- time budgets
 
