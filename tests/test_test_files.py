@@ -22,7 +22,7 @@ The rule, for a module of the package (annotated/ and its subpackages):
 
 Test files that are no module's keep their names: the cross-cutting ones (tests/test_layers.py,
 tests/test_training_spine.py, tests/test_quoted_figures.py, tests/test_numerals.py, the site's
-and the package's tests, tests/test_onednn_cache.py...), and the tools' (tests/test_tools.py
+and the package's tests, tests/test_onednn_cache.py...), and the tools' (tests/test_book.py
 for tools/book.py, tests/test_grade.py...). A module may also be tested there; its own file
 holds the tests of its own contracts.
 """

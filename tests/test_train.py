@@ -14,7 +14,7 @@ from annotated.base.datasets import DATA_DIR_ENV
 from annotated.train import main as train_main
 
 # The tests of the command in this process that were slow-marked where they stood
-# (tests/test_tools.py) still are: `make unit` leaves them to `make test`.
+# (the tools' test file, now tests/test_book.py) still are: `make unit` leaves them to `make test`.
 
 
 def train_cli(*args: str) -> subprocess.CompletedProcess:

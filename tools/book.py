@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import os
 import re
@@ -238,7 +239,14 @@ def code_of(path: Path) -> str:
     A chapter's markdown cells are comments to Python, so rewording them, or a docstring, changes
     nothing here, and the chapters that import it are not re-executed for it.
     """
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return _code_without_prose(path.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_without_prose(text: str) -> str:
+    """`code_of` for a module's text, kept per text: every chapter's digest reads the modules it
+    shares with the others again."""
+    tree = ast.parse(text)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -254,7 +262,14 @@ def code_of(path: Path) -> str:
 
 def notebook_code(source: Path) -> str:
     """The code cells of a chapter's notebook, the notebook-only ones (and FIRST_CELL) included."""
-    cells = read_chapter(source).cells
+    return _notebook_code(source.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=256)
+def _notebook_code(text: str) -> str:
+    """`notebook_code` for a chapter's text, kept per text (jupytext reads a chapter in a tenth
+    of a second, and a digest of every chapter reads each of them again)."""
+    cells = jupytext.reads(with_first_cell(text), fmt="py:percent").cells
     return "\n\0".join(cell.source for cell in cells if cell.cell_type == "code")
 
 

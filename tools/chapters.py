@@ -17,6 +17,7 @@ tools/booksite.py) with a bare python3, and the tests read the graph without imp
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -99,17 +100,19 @@ def package_modules(package: Path = PACKAGE) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def imported_names(code: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def imported_names(code: str) -> frozenset[str]:
     """The dotted names the code's absolute imports name, wherever an import is written: at the
     top, inside a function (run later) or under `TYPE_CHECKING`. `import a.b` names a.b, and
-    `from a.b import c` names a.b.c (a module of a.b, or something defined in it)."""
+    `from a.b import c` names a.b.c (a module of a.b, or something defined in it). Kept per text:
+    the staleness checks read the same modules once per chapter."""
     names = set()
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
 def imported_modules(code: str, modules: Collection[str]) -> set[str]:
