@@ -179,8 +179,10 @@ test-reader: $(STAMP) browser $(REVEALJS)/node_modules/.installed  ## the other 
 nbval-kernels: $(STAMP)  ## nbval on the chapters that need no data (0-4, 6, 10, 11) under other CPU kernels and one thread (part of make test)
 	env $(OTHER_KERNELS) $(PY) -m pytest $(PORTABLE_CHAPTERS) $(NBVAL) $(SLOWEST) -p no:cacheprovider
 
-unit: $(STAMP)  ## the fast unit tests (a minute and a half): no browser, package, student, nbval or slow-marked test
-	$(PY) -m pytest tests -m "not slow" $(addprefix --ignore ,$(READER_TESTS) tests/test_student.py)
+# The unit tests run in a process per core (pytest-xdist), each torch on one thread: two processes
+# of two threads on two cores wait for each other (106 s against 48 s on a 2-core EPYC).
+unit: $(STAMP)  ## the fast unit tests (under a minute on two cores): no browser, package, student, nbval or slow-marked test
+	env $(ONE_THREAD) $(PY) -m pytest tests -n auto -m "not slow" $(addprefix --ignore ,$(READER_TESTS) tests/test_student.py)
 
 nbval: $(STAMP)  ## nbval on every notebook only
 	$(PY) -m pytest notebooks $(NBVAL)
