@@ -1,8 +1,8 @@
 """What several test files share: the Multi30k corpus, loaded once, a mark for the tests that
 need the data (`@pytest.mark.multi30k`: skipped, with the reason, where no local copy exists, or
 failed where $ANNOTATED_REQUIRE_ALL says every data set must be there: tests/needs.py),
-another process that holds a folder's lock (`held_elsewhere`), and the book's wheel and sdist,
-built once (`dist`)."""
+another process that holds a folder's lock (`held_elsewhere`), the book's wheel and sdist,
+built once (`dist`), and the site, one server and one browser (tests/browsing.py, a plugin)."""
 
 import contextlib
 import subprocess
@@ -15,6 +15,9 @@ from needs import missing
 from annotated.base.datasets import DATA_DIR_ENV, available_offline
 from annotated.ch05_text import load_multi30k
 from tools import publish
+
+# The site, its server and a browser, shared by every test file that reads a page.
+pytest_plugins = ["browsing"]
 
 
 def pytest_configure(config):

@@ -28,7 +28,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 import needs  # tests/needs.py
-from test_site import run_site_script
+from browsing import run_site_script
 
 from tools import bookpdf, booksite
 from tools.chapters import cell_source, notebook_cells

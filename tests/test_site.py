@@ -20,20 +20,14 @@ $ANNOTATED_REQUIRE_ALL asks for every tool: tests/needs.py).
 from __future__ import annotations
 
 import contextlib
-import functools
-import http.server
 import json
 import os
 import re
-import subprocess
-import sys
-import threading
 from html import unescape
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from needs import missing
 from test_publish import REPOSITORY, pyproject_with
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,20 +40,6 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 # Pictures of the pages, for a person to look at (`make screenshots`), not for a check: make test
 # leaves them out (a full page at 1280 px takes seconds to paint and write, 26 times).
 SCREENSHOTS_ENV = "ANNOTATED_SCREENSHOTS"
-CHROMIUM = os.environ.get("ANNOTATED_CHROMIUM", "/usr/bin/chromium")
-# Flags this machine's Chromium needs headless; the host resolver rule makes every name but the
-# local server's fail, so a request the route handler missed could not reach a network either.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 WAIT_MS = 30_000
@@ -118,66 +98,6 @@ def expects_math(page: str) -> bool:
 
 
 # --- the site, a server and a browser ----------------------------------------------------------
-
-
-def run_site_script(name: str, what: str) -> str:
-    """Run `python -m tools.<name>` as `make site` or `make pdf` does and return what it printed;
-    fail with its output if it fails."""
-    result = subprocess.run(
-        [sys.executable, "-m", f"tools.{name}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"{what} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def site() -> Path:
-    """_build/html, brought up to date with the notebooks (a second build takes seconds)."""
-    run_site_script("booksite", "the site's build")
-    return booksite.HTML
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def server(site):
-    """The site served from 127.0.0.1 on a free port by a thread of this process."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        missing(
-            f"no Chromium at {CHROMIUM}: the browser tests need Debian's chromium package, which "
-            "`make browser` (run by `make test`) installs with apt-get when it runs as root; "
-            "or point ANNOTATED_CHROMIUM at a Chromium binary"
-        )
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("the playwright package is missing: run `make setup` (the docs extra)")
-    # Playwright starts the browser with a fresh, temporary --user-data-dir of its own; it is
-    # given the system Chromium, so nothing is downloaded.
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True
-        )
-        yield chromium
-        chromium.close()
 
 
 # --- reading a page ----------------------------------------------------------------------------

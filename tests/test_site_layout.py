@@ -26,15 +26,12 @@ from test_site import (
     EXERCISE_PAGES,
     PAGES,
     PHONE,
-    browser,  # noqa: F401 (a fixture)
     check_page,
     folded_until_asked,
     hover_tooltips,
     read_page,
     screenshot,
     served_from,
-    server,  # noqa: F401 (a fixture)
-    site,  # noqa: F401 (a fixture)
 )
 
 MODES = ("light", "dark")

@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from needs import missing
-from test_site import browser  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 from tools import bookslides

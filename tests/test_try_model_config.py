@@ -23,9 +23,6 @@ import pytest
 import torch
 from test_site import (
     DESKTOP,
-    browser,  # noqa: F401 (a fixture)
-    server,  # noqa: F401 (a fixture)
-    site,  # noqa: F401 (a fixture)
 )
 
 from annotated.ch01_attention import subsequent_mask

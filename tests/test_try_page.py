@@ -26,9 +26,6 @@ import torch
 from test_shipped import chapter_7_printed
 from test_site import (
     DESKTOP,
-    browser,  # noqa: F401 (a fixture)
-    server,  # noqa: F401 (a fixture)
-    site,  # noqa: F401 (a fixture)
 )
 
 from annotated.base.datasets import read_multi30k

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from needs import missing
-from test_site import browser  # noqa: F401 (a fixture)
 
 from annotated.base.datasets import DATA_DIR_ENV
 from annotated.ch05_text import tokenize
