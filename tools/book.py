@@ -262,14 +262,15 @@ def _code_without_prose(text: str) -> str:
 
 def notebook_code(source: Path) -> str:
     """The code cells of a chapter's notebook, the notebook-only ones (and FIRST_CELL) included."""
-    return _notebook_code(source.read_text(encoding="utf-8"))
+    return _notebook_code(with_first_cell(source.read_text(encoding="utf-8")))
 
 
 @functools.lru_cache(maxsize=256)
 def _notebook_code(text: str) -> str:
-    """`notebook_code` for a chapter's text, kept per text (jupytext reads a chapter in a tenth
-    of a second, and a digest of every chapter reads each of them again)."""
-    cells = jupytext.reads(with_first_cell(text), fmt="py:percent").cells
+    """`notebook_code` for a chapter's text with today's first cell in it, kept per text (jupytext
+    reads a chapter in a tenth of a second, and a digest of every chapter reads each again). The
+    first cell is put in before, not in here: it names the release, which may change."""
+    cells = jupytext.reads(text, fmt="py:percent").cells
     return "\n\0".join(cell.source for cell in cells if cell.cell_type == "code")
 
 
