@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from annotated.base.threads import use_fair_threads
     from annotated.training.config import RUNS_DIR
     from annotated.training.finish import final_scores
+    from annotated.training.folder import folder_name
 
     use_fair_threads()
 
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
         profile, config = ch07.profile_config(args.profile)
         config = with_budget(config, args)
-        folder = args.run_dir or RUNS_DIR / f"multi30k-{profile}"
+        folder = args.run_dir or RUNS_DIR / folder_name("multi30k", profile)
         run = ch07.train_multi30k(config, folder)
         columns = COLUMNS
     else:
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         rank, _ = ch08.setup_distributed()
         profile, config = ch08.wmt_profile(args.profile)
         config = with_budget(config, args)
-        folder = args.run_dir or RUNS_DIR / f"wmt-{profile}"
+        folder = args.run_dir or RUNS_DIR / folder_name("wmt", profile)
         run = ch08.train_wmt(config, folder)
         ch08.teardown_distributed()
         if rank != 0:

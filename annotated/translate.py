@@ -39,10 +39,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from annotated.base.files import runs_dir
+from annotated.training.folder import RunFolder, folder_name  # names only: imports no torch
 
 # The Multi30k runs `python -m annotated.train multi30k` writes, the longest trained first
 # (chapter 7's profiles: long, full, class, smoke).
-RUNS = tuple(f"multi30k-{profile}" for profile in ("long", "full", "class", "smoke"))
+RUNS = tuple(folder_name("multi30k", profile) for profile in ("long", "full", "class", "smoke"))
 FULL_RUNS = RUNS[:2]  # the recipe whole (long: twice its steps); class and smoke shorten it
 MAX_TOKENS = 256  # a source line longer than this (in tokens, </s> included) is not translated
 MAX_BEAM = 100
@@ -58,10 +59,10 @@ def default_checkpoint(folder: Path | None = None) -> Path:
     """
     folder = runs_dir() if folder is None else folder
     for name in RUNS:
-        for file in ("averaged.pt", "checkpoint.pt"):
-            if (folder / name / file).exists():
-                return folder / name / file
-    return folder / "multi30k-full" / "averaged.pt"
+        best = RunFolder(folder / name, writes=False).best_model()
+        if best.exists():
+            return best
+    return RunFolder(folder / folder_name("multi30k", "full"), writes=False).averaged
 
 
 def _bounded(kind: type, low: float, high: float, name: str) -> Callable[[str], float]:

@@ -124,12 +124,13 @@ def training() -> dict:
     from annotated.ch07_multi30k import profile_config, train_multi30k
     from annotated.training.config import RUNS_DIR
     from annotated.training.finish import final_scores, saved_scores
+    from annotated.training.folder import folder_name
 
     _, config = profile_config("full")
-    run = train_multi30k(config, RUNS_DIR / "multi30k-gpu")
+    run = train_multi30k(config, RUNS_DIR / folder_name("multi30k", "gpu"))
     scores = saved_scores(run) or final_scores(run).to_dict("records")
     by = {(r["split"], r["decoding"]): r["BLEU"] for r in scores if r["weights"] != "last"}
-    history, plan, per_epoch = run.history, run.budget, run.budget.steps_per_epoch
+    history, plan, per_epoch = run.history, run.budget, run.budget.schedule.steps_per_epoch
     later = history.seconds.iloc[per_epoch:]
     return {
         "train_minutes": round(history.seconds.sum() / 60, 2),

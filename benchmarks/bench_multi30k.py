@@ -46,6 +46,7 @@ from annotated.ch06_decoding import DecodeConfig, decode_ids
 from annotated.ch07_multi30k import profile_config, train_multi30k
 from annotated.training.config import RUNS_DIR
 from annotated.training.finish import final_scores, saved_scores
+from annotated.training.folder import folder_name
 from benchmarks import step_speed
 from benchmarks.common import Timing, describe, write_results
 
@@ -282,7 +283,7 @@ def main() -> None:
     args = parse_arguments()
     timing = Timing(use_fair_threads()).start()  # the load it runs under, recorded
     profile, config = profile_config(args.profile)
-    folder = RUNS_DIR / f"multi30k-{profile}"
+    folder = RUNS_DIR / folder_name("multi30k", profile)
     run = train_multi30k(config, folder)
     record = run_record(run, profile, config)
     record |= throughput(run, args)

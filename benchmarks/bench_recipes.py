@@ -42,6 +42,7 @@ from annotated.ch05_text import load_multi30k
 from annotated.ch07_multi30k import FULL, train_multi30k
 from annotated.training.config import RUNS_DIR
 from annotated.training.finish import final_scores
+from annotated.training.folder import RunFolder
 from annotated.training.sweeps import (
     Job,
     config_folder,
@@ -128,7 +129,7 @@ def first_step(evals, threshold: float) -> int | None:
 
 def note_session(folder: Path, last_step: int, threads: int, workers: int) -> None:
     """Add to the folder's trained-with.json the steps this session is about to train, and how."""
-    checkpoint = folder / "checkpoint.pt"
+    checkpoint = RunFolder(folder, writes=False).checkpoint
     done = len(read_checkpoint(checkpoint)["history"]) if checkpoint.exists() else 0
     if done >= last_step:
         return  # finished: this session only scores it
@@ -158,7 +159,7 @@ def trained_with(folder: Path, last_step: int) -> str:
 def measure(job: Job, threads: int, workers: int) -> dict:
     """Train (or resume) the candidate and score it; its line of the record."""
     name, config, folder = job.name, job.config, job.folder
-    last_step = config.train_config(STEPS_PER_EPOCH).max_steps
+    last_step = config.schedule(STEPS_PER_EPOCH).steps
     corpus = load_multi30k(config.vocab_size, config.min_freq, folder)
     note_session(folder, last_step, threads, workers)
     run = train_multi30k(config, folder, corpus=corpus)

@@ -23,6 +23,7 @@ from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import load_multi30k
 from annotated.ch06_decoding import Translator, evaluate_split
 from annotated.training.finish import load_translator
+from annotated.training.folder import RunFolder, folder_name
 from annotated.training.shipped import SHIPPED_DIR, load_shipped, shipped_identity
 from benchmarks.common import describe, write_results
 
@@ -49,8 +50,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     ).parse_args()
     use_fair_threads()
-    run = runs_dir() / "multi30k-full"
-    own = load_translator(run / "averaged.pt")
+    run = runs_dir() / folder_name("multi30k", "full")
+    own = load_translator(RunFolder(run, writes=False).averaged)
     corpus = load_multi30k(vocab_dir=run)
     beam, alpha = own.decoding.beam, own.decoding.alpha
     parameters = sum(p.numel() for p in own.model.parameters())  # the tied matrix once

@@ -58,6 +58,7 @@ from annotated.ch05_text import BatchPlan, Corpus, load_multi30k
 from annotated.ch06_decoding import evaluate_split
 from annotated.ch07_multi30k import FULL, train_multi30k
 from annotated.training.config import RUNS_DIR, RunConfig, smoke_version
+from annotated.training.folder import RunFolder
 from annotated.training.sweeps import (
     Job,
     config_folder,
@@ -422,14 +423,15 @@ def collect(jobs: list[Job], path: Path) -> None:
     of the runs it had not finished (on a lent GPU, only the files written to $OUT come back)."""
     runs = {}
     for one in jobs:
-        evals = one.folder / "evals.csv"
+        files = RunFolder(one.folder, writes=False)
+        evals = files.evals
         if not evals.exists():
             continue
         table = pd.read_csv(evals)
         runs[one.name] = {
             **one.key,
             "config": config_identity(one.config),
-            "finished": (one.folder / "history.csv").exists(),
+            "finished": files.history.exists(),
             "epochs of the recipe": one.config.epochs,
             "val BLEU by epoch": table[["epoch", "val BLEU"]].values.tolist(),
             "best val BLEU (bare weights)": float(table["val BLEU"].max()),

@@ -86,7 +86,7 @@ def sample_steps(config, corpus, count: int, seed: int = 0) -> tuple[list, int]:
     """`count` of the run's own steps (their micro-batches), drawn from its whole schedule."""
     pairs = corpus.ids["train"][: config.train_pairs]
     plan = BatchPlan.build(pairs, config.max_tokens, config.accumulate, 1, config.seed)
-    total = config.train_config(plan.steps_per_epoch).max_steps
+    total = config.schedule(plan.steps_per_epoch).steps
     chosen = sorted(random.Random(seed).sample(range(total), min(count, total)))
     specials = shared_specials(corpus)
     return [plan.step(step, specials) for step in chosen], plan.steps_per_epoch
@@ -94,9 +94,8 @@ def sample_steps(config, corpus, count: int, seed: int = 0) -> tuple[list, int]:
 
 def seconds(model: nn.Module, config, steps_per_epoch: int, steps: list) -> float:
     """Training seconds of chapter 3's `train` (and so `train_step`) taking `steps` in order."""
-    schedule = dataclasses.replace(
-        config.train_config(steps_per_epoch), max_steps=len(steps), cooldown=0, checkpoint_every=0
-    )
+    recipe = config.train_config(config.schedule(steps_per_epoch))
+    schedule = dataclasses.replace(recipe, max_steps=len(steps), cooldown=0, checkpoint_every=0)
     history = train(model, lambda step: steps[step], schedule, checkpoint=None, progress=False)
     return float(history.seconds.sum())
 

@@ -37,7 +37,7 @@ def test_profiles_and_environment(monkeypatch):
     assert model.tie_target_embeddings and not model.share_embeddings  # two word vocabularies
     subwords = dataclasses.replace(full, vocab_size=8000).model_config(8000, 8000)
     assert subwords.share_embeddings and not subwords.tie_target_embeddings
-    assert full.train_config(100).checkpoint_every == 50
+    assert full.train_config(full.schedule(100)).checkpoint_every == 50
 
 
 @pytest.mark.slow
@@ -175,7 +175,7 @@ def test_the_class_profile_is_the_recipe_cut_to_fifteen_minutes(monkeypatch):
     assert all(getattr(config, field) == getattr(full, field) for field in same)
     assert config.p_drop_final is not None and config.cooldown_epochs > 0
     assert config.decoding == full.decoding
-    train = config.train_config(steps_per_epoch=152)
+    train = config.train_config(config.schedule(steps_per_epoch=152))
     assert train.max_steps == 760 and train.cooldown == 380 and train.warmup < train.max_steps
 
 

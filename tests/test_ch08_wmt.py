@@ -46,7 +46,7 @@ def test_base_and_big_profiles_are_the_papers_models_and_recipe():
     assert (big.N, big.d_model, big.d_ff, big.h, big.p_drop) == (6, 1024, 4096, 16, 0.3)
     assert base.p_drop_final is None and big.p_drop_final is None, "the paper's dropout is fixed"
     assert (base.steps, big.steps, base.average_last, big.average_last) == (100_000, 300_000, 5, 20)
-    train = base.train_config(steps_per_epoch=5000)
+    train = base.train_config(base.schedule(steps_per_epoch=5000))
     assert (train.warmup, train.lr_factor, train.eps_ls, train.cooldown) == (4000, 1.0, 0.1, 0)
     assert (train.beta1, train.beta2, train.adam_eps, train.max_steps) == (0.9, 0.98, 1e-9, 100_000)
     assert base.decoding == DecodeConfig(beam=4, alpha=0.6, extra_length=50)
@@ -73,7 +73,7 @@ def test_all_three_embedding_matrices_are_one_and_move_together():
     assert model.tgt_embed[0].lut.weight is shared and model.generator.weight is shared
     before = shared.detach().clone()
     batch = make_batch([([5, 6, 7, 3], [8, 9]), ([10, 3], [11, 12, 13])], SUBWORD_SPECIALS)
-    optimizer, scheduler = make_optimizer(model, config.train_config(10))
+    optimizer, scheduler = make_optimizer(model, config.train_config(config.schedule(10)))
     logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
     label_smoothing_loss(logits, batch.tgt_out, batch.pad, 0.1).backward()
     optimizer.step()

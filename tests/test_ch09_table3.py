@@ -121,7 +121,7 @@ def test_paper_numbers_are_the_papers_table_3():
 def test_the_budget_is_what_the_chapter_says(corpus):
     steps_per_epoch = BatchPlan.build(corpus.ids["train"], BASE.max_tokens).steps_per_epoch
     assert steps_per_epoch == 294 and round(BASE.steps / steps_per_epoch, 1) == 2.4
-    train = BASE.train_config(steps_per_epoch)
+    train = BASE.train_config(BASE.schedule(steps_per_epoch))
     assert (train.max_steps, train.warmup, train.cooldown) == (700, 200, 300)
     peak = BASE.lr_factor * BASE.d_model**-0.5 * BASE.warmup**-0.5  # equation 3 at step = warmup
     assert peak == pytest.approx(2.0e-3, rel=0.01)

@@ -21,6 +21,7 @@ from annotated.base.checkpoints import (
     save_training,
 )
 from annotated.ch03_training import TrainConfig, make_optimizer, train
+from annotated.training.folder import RunFolder
 from annotated.training.loop import save_snapshot
 
 
@@ -153,7 +154,7 @@ def test_a_file_without_the_books_version_is_read_but_never_resumed(tmp_path):
     # A snapshot (or averaged.pt) holds weights and a config, and no training state: the
     # translator reads it, and training must refuse to resume from it.
     model = tiny_model()
-    save_snapshot(model, tmp_path, step=4, keep=1)
+    save_snapshot(model, RunFolder(tmp_path), step=4, keep=1)
     snapshot = tmp_path / "snapshots" / "step-000004.pt"
     assert read_checkpoint(snapshot)["step"] == 4
     with pytest.raises(

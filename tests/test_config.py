@@ -1,7 +1,7 @@
 """annotated/training/config.py: a run's configuration (`RunConfig`, the paper's base recipe by
-default), the settings it passes on by name to chapter 2's `ModelConfig` and chapter 3's
-`TrainConfig`, the recipe's `Schedule`, the model it makes, and the profiles
-$ANNOTATED_PROFILE chooses."""
+default), the settings it hands on by name, written out, to chapter 2's `ModelConfig` and chapter
+3's `TrainConfig` (a setting renamed on their side fails loudly), the recipe's `Schedule`, the
+model it makes, and the profiles $ANNOTATED_PROFILE chooses."""
 
 import dataclasses
 from types import SimpleNamespace
@@ -31,7 +31,7 @@ def test_run_config_defaults_are_the_papers_base_recipe():
     model = config.model_config(37000, 37000)
     assert (model.N, model.d_model, model.d_ff, model.h, model.p_drop) == (6, 512, 2048, 8, 0.1)
     assert model.share_embeddings  # one shared BPE vocabulary (section 3.4)
-    train = config.train_config(steps_per_epoch=1000)
+    train = config.train_config(config.schedule(steps_per_epoch=1000))
     assert (train.max_steps, train.warmup, train.lr_factor, train.eps_ls) == (100_000, 4000, 1, 0.1)
     assert config.decoding == DecodeConfig(beam=4, alpha=0.6, extra_length=50)  # section 6.1
     assert not config.fast_dropout
@@ -39,29 +39,64 @@ def test_run_config_defaults_are_the_papers_base_recipe():
 
 def test_run_config_counts_steps_or_epochs_never_both():
     by_epochs = RunConfig(steps=None, epochs=3, cooldown_epochs=1.0)
-    assert by_epochs.train_config(100).max_steps == 300
-    assert by_epochs.train_config(100).cooldown == 100
+    assert by_epochs.train_config(by_epochs.schedule(100)).max_steps == 300
+    assert by_epochs.train_config(by_epochs.schedule(100)).cooldown == 100
     with pytest.raises(ValueError, match="either steps or epochs"):
         RunConfig(steps=10, epochs=3)
     with pytest.raises(ValueError, match="either steps or epochs"):
         RunConfig(steps=None)
 
 
-def test_a_run_passes_its_settings_on_by_name_with_the_papers_defaults():
+def _defaults(config_class: type) -> dict:
+    return {field.name: field.default for field in dataclasses.fields(config_class)}
+
+
+def test_a_run_hands_its_settings_on_by_name_with_the_papers_defaults():
     # Each model or schedule setting of a run is chapter 2's or chapter 3's setting of that name:
     # the run's default must be theirs (the paper's), and a changed one must reach the config.
     from annotated.ch03_training import TrainConfig
 
-    run = RunConfig()
-    for config_class, at_least in ((ModelConfig, 9), (TrainConfig, 6)):
-        shared = run.shared_settings(config_class)
-        defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
+    run = _defaults(RunConfig)
+    for config_class, at_least in ((ModelConfig, 9), (TrainConfig, 7)):
+        theirs = _defaults(config_class)
+        shared = sorted(set(run) & set(theirs))
         assert len(shared) >= at_least
-        assert shared == {name: defaults[name] for name in shared}, config_class.__name__
+        assert {name: run[name] for name in shared} == {name: theirs[name] for name in shared}
     changed = RunConfig(N=2, d_k=16, d_v=8, warmup=7, seed=3, precision="fp32", p_drop_final=0.2)
-    model, train = changed.model_config(50, 50), changed.train_config(10)
+    model, train = changed.model_config(50, 50), changed.train_config(changed.schedule(10))
     assert (model.N, model.d_k, model.d_v) == (2, 16, 8)
     assert (train.warmup, train.seed, train.precision, train.p_drop_final) == (7, 3, "fp32", 0.2)
+
+
+def _renamed(config_class: type, old: str, new: str) -> type:
+    """`config_class` with its setting `old` renamed `new` (a rename on chapter 2's or 3's side)."""
+    fields = []
+    for field in dataclasses.fields(config_class):
+        name = new if field.name == old else field.name
+        if field.default is dataclasses.MISSING:
+            fields.append((name, field.type))
+        else:
+            fields.append((name, field.type, dataclasses.field(default=field.default)))
+    return dataclasses.make_dataclass(config_class.__name__, fields, frozen=True)
+
+
+@pytest.mark.parametrize(
+    ("class_name", "old", "new"),
+    [("ModelConfig", "d_ff", "d_inner"), ("TrainConfig", "eps_ls", "label_smoothing")],
+)
+def test_a_setting_renamed_on_the_other_side_fails_where_the_run_hands_it_on(
+    monkeypatch, class_name, old, new
+):
+    # Handed on by matching names, a renamed setting would silently keep its default instead.
+    from annotated.training import config as module
+
+    monkeypatch.setattr(module, class_name, _renamed(getattr(module, class_name), old, new))
+    run = RunConfig()
+    with pytest.raises(TypeError, match=f"'{old}'"):
+        if class_name == "ModelConfig":
+            run.model_config(50, 50)
+        else:
+            run.train_config(run.schedule(10))
 
 
 def test_the_smoke_version_of_a_profile_is_its_recipe_on_a_tiny_model():
@@ -132,7 +167,7 @@ def test_chapter_3s_configuration_trains_the_schedule_with_the_runs_other_settin
         eval_every=3,
         limit_seconds=60.0,
     )
-    train = planned.train_config(config)
+    train = config.train_config(planned)
     # The schedule's, where a budget may have planned them...
     assert (train.max_steps, train.warmup, train.lr_factor, train.cooldown) == (50, 7, 0.5, 5)
     assert train.checkpoint_every == 3  # a checkpoint at each evaluation

@@ -35,6 +35,7 @@ from annotated.ch03_training import (
 )
 from annotated.ch08_wmt import setup_distributed
 from annotated.training.finish import average_snapshots
+from annotated.training.folder import RunFolder
 from annotated.training.loop import save_snapshot
 
 PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
@@ -297,7 +298,7 @@ def test_a_checkpoint_is_read_onto_the_cpu_whatever_device_wrote_it(tmp_path, mo
     model = tiny_model()
     config = fp16_config(precision="fp32", max_steps=1)
     train(model, source(), config, checkpoint=checkpoint, progress=False)
-    save_snapshot(model, tmp_path, 1, keep=1)
+    save_snapshot(model, RunFolder(tmp_path), 1, keep=1)
     loads = []
     real_load = torch.load
 

@@ -9,7 +9,14 @@ import json
 import pandas as pd
 import pytest
 import torch
-from toy_runs import model_state, toy_config, toy_corpus, word_vocab, write_run_folder
+from toy_runs import (
+    model_state,
+    run_in_progress,
+    toy_config,
+    toy_corpus,
+    word_vocab,
+    write_run_folder,
+)
 
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch05_text import Corpus
@@ -26,6 +33,7 @@ from annotated.training.finish import (
     save_vocabularies,
     saved_scores,
 )
+from annotated.training.folder import RunFolder
 from annotated.training.loop import Trained, save_snapshot
 
 
@@ -40,7 +48,7 @@ def _random_model(seed=0, vocab=13, N=2):
 def test_snapshots_keep_the_last_ones_and_average_to_the_mean(tmp_path):
     models = [_random_model(seed) for seed in range(4)]
     for step, model in enumerate(models, start=1):
-        save_snapshot(model, tmp_path, step * 10, keep=3)
+        save_snapshot(model, RunFolder(tmp_path), step * 10, keep=3)
     kept = sorted((tmp_path / "snapshots").glob("step-*.pt"))
     assert [p.name for p in kept] == ["step-000020.pt", "step-000030.pt", "step-000040.pt"]
     averaged = average_snapshots(kept)
@@ -48,7 +56,7 @@ def test_snapshots_keep_the_last_ones_and_average_to_the_mean(tmp_path):
         mean = sum(m.state_dict()[name].double() for m in models[1:]) / 3
         torch.testing.assert_close(averaged[name], mean.float())
     other = make_model(ModelConfig(13, 13, N=1, d_model=16, d_ff=32, h=2))
-    save_snapshot(other, tmp_path, 50, keep=10)
+    save_snapshot(other, RunFolder(tmp_path), 50, keep=10)
     with pytest.raises(ValueError, match="different models"):
         average_snapshots(sorted((tmp_path / "snapshots").glob("step-*.pt")))
 
@@ -97,7 +105,7 @@ def trained_toy(folder, corpus, steps=(10, 20, 30)) -> Trained:
     config = toy_config()
     for seed, step in enumerate(steps):
         model = new_model(dataclasses.replace(config, seed=seed), corpus)
-        save_snapshot(model, folder, step, keep=len(steps))
+        save_snapshot(model, RunFolder(folder), step, keep=len(steps))
     translator = Translator(model.eval(), corpus.src_vocab, corpus.tgt_vocab, config.decoding)
     history = pd.DataFrame({"step": list(steps), "loss": [3.0, 2.0, 1.0]})
     history[["lr", "tokens", "seconds"]] = 1.0
@@ -107,7 +115,7 @@ def trained_toy(folder, corpus, steps=(10, 20, 30)) -> Trained:
 def test_the_first_process_writes_the_history_and_averages_the_last_snapshots(tmp_path, corpus):
     config = toy_config()  # averages its last 2 snapshots
     trained = trained_toy(tmp_path, corpus)
-    run = finish_run(config, config.schedule(10), tmp_path, corpus, trained, None)
+    run = finish_run(run_in_progress(config, tmp_path, corpus), config.schedule(10), trained, None)
     assert pd.read_csv(tmp_path / "history.csv").equals(trained.history)
     saved = torch.load(tmp_path / "averaged.pt", weights_only=True)
     assert saved["averaged"] == ["step-000020.pt", "step-000030.pt"]
@@ -120,12 +128,10 @@ def test_the_first_process_writes_the_history_and_averages_the_last_snapshots(tm
     assert run.translator is trained.translator and run.history is trained.history
 
 
-def test_the_other_processes_write_nothing(tmp_path, corpus, monkeypatch):
-    monkeypatch.setattr(finish, "rank_and_world", lambda: (1, 2))
+def test_the_other_processes_write_nothing(tmp_path, corpus):
     config = toy_config()
-    run = finish_run(
-        config, config.schedule(10), tmp_path, corpus, trained_toy(tmp_path, corpus), None
-    )
+    other = run_in_progress(config, tmp_path, corpus, writes=False)  # not the first process
+    run = finish_run(other, config.schedule(10), trained_toy(tmp_path, corpus), None)
     assert run.averaged is None
     assert not (tmp_path / "history.csv").exists() and not (tmp_path / "averaged.pt").exists()
 
@@ -133,7 +139,7 @@ def test_the_other_processes_write_nothing(tmp_path, corpus, monkeypatch):
 def test_a_run_without_snapshots_has_no_average(tmp_path, corpus):
     (tmp_path / "elsewhere").mkdir()
     trained = trained_toy(tmp_path / "elsewhere", corpus)
-    assert average_run(trained.translator, tmp_path, 5) is None
+    assert average_run(trained.translator, RunFolder(tmp_path), 5) is None
     assert not (tmp_path / "averaged.pt").exists()
 
 
@@ -182,7 +188,7 @@ def test_final_scores_are_saved_with_their_step_and_decoding_and_reused(
 ):
     config = toy_config(val_sentences=2, test_sentences=3)
     trained = trained_toy(tmp_path, corpus)
-    run = finish_run(config, config.schedule(10), tmp_path, corpus, trained, None)
+    run = finish_run(run_in_progress(config, tmp_path, corpus), config.schedule(10), trained, None)
     scores = final_scores(run)
     # val, then test2016: the last weights greedy, the averaged greedy, then with <unk> copied,
     # then with the beam (copying too).

@@ -9,12 +9,12 @@ import dataclasses
 import pandas as pd
 import pytest
 import torch
-from toy_runs import toy_config, toy_corpus
+from toy_runs import run_in_progress, toy_config, toy_corpus
 
 from annotated.ch05_text import BatchPlan
 from annotated.ch06_decoding import Translator
-from annotated.training import loop
 from annotated.training.config import Schedule, new_model
+from annotated.training.folder import RunFolder
 from annotated.training.loop import (
     EVAL_COLUMNS,
     HISTORY_COLUMNS,
@@ -41,6 +41,10 @@ class Asked:
     def __init__(self, plan: BatchPlan):
         self.plan, self.steps = plan, []
 
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.plan.steps_per_epoch
+
     def step(self, step, *args):
         self.steps.append(step)
         return self.plan.step(step, *args)
@@ -52,8 +56,7 @@ def train_toy(folder, corpus, plan: Schedule, asked: list | None = None):
     config = toy_config()
     folder.mkdir(parents=True, exist_ok=True)
     batches = Asked(BatchPlan.build(corpus.ids["train"], config.max_tokens, 1, 1, config.seed))
-    model = new_model(config, corpus)
-    trained = train_schedule(config, plan, folder, model, batches, corpus, progress=False)
+    trained = train_schedule(run_in_progress(config, folder, corpus, batches), plan)
     if asked is not None:
         asked += batches.steps
     return trained
@@ -114,9 +117,9 @@ def test_before_its_first_checkpoint_a_run_has_an_empty_history_and_no_evaluatio
 
 
 def hook_that_records(plan: Schedule, folder, monkeypatch, rank=0, seconds=0.0):
-    """A StepHook of process `rank` whose evaluations are recorded instead of run."""
-    monkeypatch.setattr(loop, "rank_and_world", lambda: (rank, 2))
-    hook = StepHook(plan, folder, None, None, val_sentences=None, seconds=seconds, progress=False)
+    """A StepHook of process `rank` (of two) whose evaluations are recorded instead of run."""
+    files = RunFolder(folder, writes=rank == 0)
+    hook = StepHook(plan, files, None, None, val_sentences=None, seconds=seconds, progress=False)
     evaluated = []
     monkeypatch.setattr(hook, "evaluate", evaluated.append)
     return hook, evaluated
@@ -154,7 +157,7 @@ def test_an_evaluation_writes_its_line_and_snapshot_and_a_resumed_run_replaces_l
     pd.DataFrame({**lines, "val BLEU": [1.0, 2.0, 3.0]}).to_csv(tmp_path / "evals.csv", index=False)
     plan = schedule(steps=8, eval_every=2, steps_per_epoch=4)
     hook = StepHook(
-        plan, tmp_path, translator, corpus, val_sentences=2, seconds=90.0, progress=False
+        plan, RunFolder(tmp_path), translator, corpus, val_sentences=2, seconds=90.0, progress=False
     )
     hook.evaluate(4)
     evals = pd.read_csv(tmp_path / "evals.csv")

@@ -7,14 +7,15 @@ import dataclasses
 import json
 import os
 import random
-from types import SimpleNamespace
 
 import pytest
+from toy_runs import run_in_progress
 
 from annotated import ch03_training
 from annotated.ch03_training import cooled_rate, rate
 from annotated.ch05_text import SPECIALS, BatchPlan, Corpus, Vocab, step_shard
-from annotated.training.config import RunConfig, new_model
+from annotated.training.config import RunConfig
+from annotated.training.folder import RunFolder, RunInProgress
 from annotated.training.plan import (
     PROBE_STEPS,
     TimeBudget,
@@ -102,12 +103,13 @@ def _plan_and_run(config, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ch03_training, "time", clock)
     monkeypatch.setattr(BatchPlan, "step", step)
-    model = new_model(config, corpus)
-    plan = time_budget(config, tmp_path, model, batches, corpus.tgt_vocab.specials, False)
+    plan = time_budget(run_in_progress(config, tmp_path, corpus, batches))
     probe = clock.now
     pairs, n = corpus.ids["train"], len(batches.batches)
     run = []
-    for number in range(plan.steps):  # the shapes of the batches `BatchPlan.step` would make
+    for number in range(
+        plan.schedule.steps
+    ):  # the shapes of the batches `BatchPlan.step` would make
         chosen = step_shard(n, number, batches.per_step, batches.seed)
         run.append(clock.cost([_shape(pairs, batches.batches[b]) for b in chosen]))
     return plan, probe, run
@@ -126,15 +128,15 @@ def test_the_probe_measures_the_runs_steady_speed_not_its_first_meetings(tmp_pat
     # Ten minutes hold about half of the recipe's 20 epochs: the plan is shortened.
     config = _tiny_recipe(max_minutes=10.0)
     plan, probe, run = _plan_and_run(config, tmp_path, monkeypatch)
-    per_epoch = plan.steps_per_epoch
+    per_epoch = plan.schedule.steps_per_epoch
     # The probe's speed is the machine's on shapes met before: the run's after its first epoch.
     steady = sum(run[per_epoch:]) / len(run[per_epoch:])
     assert steady == WARM
     assert plan.seconds_per_step == pytest.approx(steady, rel=0.1)
-    assert plan.shortened and plan.steps > 5 * per_epoch
+    assert plan.shortened and plan.schedule.steps > 5 * per_epoch
     # The run's measured steps a minute, first epoch included, are the plan's within 10%...
     measured = len(run) * 60 / sum(run)
-    planned = plan.steps * 60 / plan.training_seconds(plan.steps)
+    planned = plan.schedule.steps * 60 / plan.training_seconds(plan.schedule.steps)
     assert measured == pytest.approx(planned, rel=0.1)
     # ...so the run and the probe fit the budget and use most of it.
     assert 0.8 * 600 <= sum(run) + plan.probe_seconds <= 600
@@ -153,32 +155,33 @@ def test_a_short_budget_sets_aside_what_the_first_epoch_costs_more(tmp_path, mon
     plan, _, run = _plan_and_run(config, tmp_path, monkeypatch)
     assert 0.8 * 180 <= sum(run) + plan.probe_seconds <= 180
     measured = len(run) * 60 / sum(run)
-    assert measured == pytest.approx(plan.steps * 60 / plan.training_seconds(plan.steps), rel=0.1)
-    assert plan.shortened and plan.steps < 3 * plan.steps_per_epoch
+    steps = plan.schedule.steps
+    assert measured == pytest.approx(steps * 60 / plan.training_seconds(steps), rel=0.1)
+    assert plan.shortened and steps < 3 * plan.schedule.steps_per_epoch
     assert plan.first_epoch_extra > 0.5 * WARM * (FIRST_TIME - 1)
     assert "more a step in the first epoch" in plan.describe(config)
 
 
 def test_the_steps_that_fit_are_the_most_whose_time_fits():
     # 40 steps an epoch, 0.5 s a step and 1 s more in the first epoch: it ends at 60 s.
-    plan = TimeBudget(
-        **_budget_fields(seconds_per_step=0.5, first_epoch_extra=1.0, steps_per_epoch=40)
-    )
+    plan = dataclasses.replace(_budget(), seconds_per_step=0.5, first_epoch_extra=1.0)
+    assert plan.schedule.steps_per_epoch == 40
     for seconds in (1.0, 30.0, 59.5, 60.0, 61.0, 300.0):
         fit = steps_that_fit(seconds, 0.5, 1.0, steps_per_epoch=40)
         assert plan.training_seconds(fit) <= seconds < plan.training_seconds(fit + 1)
 
 
-def _budget_fields(**changes):
-    plan = fit_schedule(_tiny_recipe(max_minutes=60.0), 40, seconds_per_step=0.5)
-    return {**dataclasses.asdict(plan), **changes}
+def _budget() -> TimeBudget:
+    """The plan of a tiny recipe's 40 steps an epoch, at half a second a step, for an hour."""
+    config = _tiny_recipe(max_minutes=60.0)
+    return fit_schedule(config, config.schedule(40), seconds_per_step=0.5)
 
 
 def test_a_plan_kept_from_the_probe_of_first_meetings_still_loads_and_says_so(tmp_path):
-    kept = _budget_fields()
+    kept = _budget().saved()
     del kept["first_epoch_extra"], kept["probe_batches"]
     (tmp_path / "plan.json").write_text(json.dumps(kept))
-    plan = read_budget(tmp_path)
+    plan = read_budget(RunFolder(tmp_path), _tiny_recipe().schedule(40), 60.0)
     assert plan.first_epoch_extra == 0.0 and plan.probe_batches is None
     assert plan.training_seconds(100) == 100 * plan.seconds_per_step
     said = plan.describe(_tiny_recipe(max_minutes=60.0))
@@ -193,9 +196,9 @@ def test_the_plan_of_the_books_saved_wmt_run_does_not_disown_it():
     from annotated.ch08_wmt import wmt_profile
 
     profile, sample = wmt_profile("sample")
-    plan = fit_schedule(sample, 78, seconds_per_step=2.9, probe_seconds=90.0)
+    plan = fit_schedule(sample, sample.schedule(78), seconds_per_step=2.9, probe_seconds=90.0)
     said = plan.describe(sample)
-    assert plan.shortened and f"{plan.steps:,} of the recipe's 100,000 steps" in said
+    assert plan.shortened and f"{plan.schedule.steps:,} of the recipe's 100,000 steps" in said
     assert "not the book's run" not in said
     assert "trains less than its recipe" in said and "the recipe runs unchanged" in said
 
@@ -301,12 +304,16 @@ def test_a_saved_runs_plan_gives_the_schedule_it_was_trained_with(
     (tmp_path / "plan.json").write_text(json.dumps(SAVED_PLANS[name]))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the machine the runs were planned on
     saved = SAVED_PLANS[name]
-    batches = SimpleNamespace(steps_per_epoch=saved["steps_per_epoch"])  # all a kept plan reads
-    schedule, plan = plan_run(config, tmp_path, None, batches, None, progress=True)
-    assert plan == TimeBudget(**saved)
+    recipe = config.schedule(saved["steps_per_epoch"])  # all a kept plan reads of the batches
+    files = RunFolder(tmp_path, writes=True)
+    run = RunInProgress(config, files, None, None, None, recipe, None, 0, 1, progress=True)
+    schedule, plan = plan_run(run)
+    assert plan.schedule == schedule
+    # written again (as a stop by the time limit does), the plan is the same file, field for field
+    assert list(plan.saved().items()) == list(saved.items())
     assert capsys.readouterr().out == SAID[name]
     # chapter 3's configuration, as the checkpoint holds it (a resumed run is refused otherwise)
-    assert dataclasses.asdict(schedule.train_config(config)) == TRAINED_WITH[name]
+    assert dataclasses.asdict(config.train_config(schedule)) == TRAINED_WITH[name]
     assert schedule.average_last == 5 and schedule.limit_seconds == saved["budget_minutes"] * 72
 
 
@@ -332,27 +339,27 @@ def _hour_recipe(**changes):
 
 def test_a_budget_that_fits_the_recipe_runs_the_recipe_unchanged():
     config = _hour_recipe()
-    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
-    assert not plan.shortened and plan.steps == plan.recipe_steps == 3040
-    # The book's run, step for step: the recipe's schedule, with the budget's time limit.
     recipe = config.schedule(152)
-    assert plan.schedule(recipe, 60.0) == dataclasses.replace(recipe, limit_seconds=60 * 60 * 1.2)
-    assert plan.schedule(recipe, 60.0).train_config(config) == config.train_config(152)
+    plan = fit_schedule(config, recipe, seconds_per_step=0.6, probe_seconds=16.0)
+    assert not plan.shortened and plan.schedule.steps == plan.recipe_steps == 3040
+    # The book's run, step for step: the recipe's schedule, with the budget's time limit.
+    assert plan.schedule == dataclasses.replace(recipe, limit_seconds=60 * 60 * 1.2)
+    assert config.train_config(plan.schedule) == config.train_config(recipe)
     assert round(plan.steps_per_minute) == 100
     assert "the run is the recipe, unchanged" in plan.describe(config)
 
 
 def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     config = _hour_recipe()
-    plan = fit_schedule(config, 152, seconds_per_step=1.4, probe_seconds=40.0)
-    planned = plan.schedule(config.schedule(152), config.max_minutes)
-    train = planned.train_config(config)
+    plan = fit_schedule(config, config.schedule(152), seconds_per_step=1.4, probe_seconds=40.0)
+    planned = plan.schedule
+    train = config.train_config(planned)
     # The steps fit the budget (with the probe's time spent from it)...
-    assert plan.shortened and train.max_steps == plan.steps
-    assert plan.steps * 1.4 + 40.0 <= 60 * 60
-    assert plan.steps * 1.4 + 40.0 >= 0.85 * 60 * 60  # ...and use most of it
+    assert plan.shortened and train.max_steps == planned.steps
+    assert planned.steps * 1.4 + 40.0 <= 60 * 60
+    assert planned.steps * 1.4 + 40.0 >= 0.85 * 60 * 60  # ...and use most of it
     # Steps 10% dearer than the probe measured (seen on a cloud CPU) still finish in time.
-    assert plan.steps * 1.4 * 1.1 + 40.0 <= 60 * 60
+    assert planned.steps * 1.4 * 1.1 + 40.0 <= 60 * 60
     # ...the cooldown keeps its share of the run and ends at the new last step...
     assert train.cooldown / train.max_steps == pytest.approx(0.5, abs=0.01)
     assert cooled_rate(train.max_steps, 256, train) == pytest.approx(
@@ -364,20 +371,20 @@ def test_a_short_budget_compresses_the_whole_schedule_into_the_steps_that_fit():
     assert planned.average_last == 5 and planned.eval_every == config.schedule(152).eval_every
     assert config == _hour_recipe()  # the configuration is left as it was
     text = plan.describe(config)
-    assert f"{plan.steps:,} of the recipe's 3,040 steps" in text
+    assert f"{planned.steps:,} of the recipe's 3,040 steps" in text
     assert "trains less than its recipe" in text and "lower scores" in text
 
 
 def test_a_tiny_budget_shortens_the_warmup_but_keeps_the_peak_rate():
     config = _hour_recipe(epochs=5, cooldown_epochs=2.5, max_minutes=5.0, average_last=2)
-    plan = fit_schedule(config, 152, seconds_per_step=0.6, probe_seconds=16.0)
-    train = plan.schedule(config.schedule(152), config.max_minutes).train_config(config)
-    assert plan.steps < 760 and train.warmup < 500
+    plan = fit_schedule(config, config.schedule(152), seconds_per_step=0.6, probe_seconds=16.0)
+    train = config.train_config(plan.schedule)
+    assert plan.schedule.steps < 760 and train.warmup < 500
     assert train.warmup <= train.max_steps - train.cooldown
     peak = rate(train.warmup, 256, train.warmup, train.lr_factor)
     assert peak == pytest.approx(rate(500, 256, 500, 0.358))  # 1.0e-3, the recipe's peak
-    assert 1 <= plan.average_last <= 2
-    assert plan.average_last * config.schedule(152).eval_every <= train.cooldown
+    assert 1 <= plan.schedule.average_last <= 2
+    assert plan.schedule.average_last * config.schedule(152).eval_every <= train.cooldown
 
 
 def test_a_recipe_without_cooldown_keeps_its_averaging():
@@ -385,16 +392,17 @@ def test_a_recipe_without_cooldown_keeps_its_averaging():
     config = _hour_recipe(
         steps=100_000, epochs=None, cooldown_epochs=0.0, warmup=300, max_minutes=20.0
     )
-    plan = fit_schedule(config, 56, seconds_per_step=2.2, probe_seconds=60.0)
-    assert 450 < plan.steps < 530 and plan.warmup == 300 and plan.average_last == 5
-    assert plan.schedule(config.schedule(56), 20.0).train_config(config).cooldown == 0
+    plan = fit_schedule(config, config.schedule(56), seconds_per_step=2.2, probe_seconds=60.0)
+    planned = plan.schedule
+    assert 450 < planned.steps < 530 and planned.warmup == 300 and planned.average_last == 5
+    assert config.train_config(planned).cooldown == 0
     assert "no cooldown" in plan.describe(config)
 
 
 def test_too_little_time_is_refused_with_what_to_do():
     config = _hour_recipe(max_minutes=0.5)
     with pytest.raises(ValueError, match="give about 18 steps.*Give more minutes"):
-        fit_schedule(config, 152, seconds_per_step=1.5)
+        fit_schedule(config, config.schedule(152), seconds_per_step=1.5)
     with pytest.raises(ValueError, match="max_minutes must be positive"):
         _hour_recipe(max_minutes=0.0)
 
@@ -403,11 +411,11 @@ def test_a_run_begun_before_plans_keeps_its_recipe_and_its_old_limit():
     # Its checkpoint is tied to the recipe's schedule, so nothing is compressed; the budget stays
     # the plain limit it was when the run began (a measured plan's grace would train past it).
     config = _hour_recipe(max_minutes=20.0)
-    plan = fit_schedule(config, 152, seconds_per_step=2.0, keep_recipe=True)
     recipe = config.schedule(152)
-    assert plan.unplanned and plan.steps == 3040
-    assert plan.schedule(recipe, 20.0) == dataclasses.replace(recipe, limit_seconds=20 * 60)
+    plan = fit_schedule(config, recipe, seconds_per_step=2.0, keep_recipe=True)
+    assert plan.unplanned and plan.schedule.steps == 3040
+    assert plan.schedule == dataclasses.replace(recipe, limit_seconds=20 * 60)
     assert plan.limit_seconds(20.0) == 20 * 60
     assert "begun without a plan" in plan.describe(config)
-    measured = fit_schedule(config, 152, seconds_per_step=0.3)
+    measured = fit_schedule(config, recipe, seconds_per_step=0.3)
     assert not measured.unplanned and measured.limit_seconds(20.0) == 20 * 60 * 1.2

@@ -99,8 +99,8 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     assert plan.probe_seconds == 2 * PROBE_STEPS  # its batches twice, at a second a step
     assert "of the recipe's" in capsys.readouterr().out
     last = int(run.history.step.max())
-    train = run.schedule.train_config(run.config)
-    assert last == plan.steps == run.schedule.steps == train.max_steps
+    train = run.config.train_config(run.schedule)
+    assert last == run.schedule.steps == train.max_steps and plan.schedule == run.schedule
     assert run.config == config  # planned, not rewritten
     assert run.history.seconds.sum() + plan.probe_seconds <= config.max_minutes * 60
     assert run.history.lr.iloc[-1] == pytest.approx(
@@ -108,7 +108,7 @@ def test_a_budgeted_run_plans_and_finishes_its_schedule_inside_the_budget(
     )
     assert train.cooldown > 0 and run.evals.step.max() == last
     averaged = torch.load(tmp_path / "averaged.pt", weights_only=True)["averaged"]
-    assert len(averaged) == plan.average_last and averaged[-1] == f"step-{last:06d}.pt"
+    assert len(averaged) == plan.schedule.average_last and averaged[-1] == f"step-{last:06d}.pt"
     assert json.loads((tmp_path / "plan.json").read_text())["steps"] == last
     # Run again, on a machine ten times faster: the plan made at the start is kept.
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 0.1))
@@ -129,7 +129,7 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     monkeypatch.setattr(ch03_training, "time", _Clock(lambda step: 1.0 if step < probe else 3.0))
     run = train_multi30k(config, tmp_path, progress=False, corpus=corpus)
     stopped = int(run.history.step.max())
-    assert stopped < run.budget.steps and run.budget.stopped_at == stopped
+    assert stopped < run.budget.schedule.steps and run.budget.stopped_at == stopped
     assert run.history.seconds.sum() >= config.max_minutes * 60 * 1.2
     said = capsys.readouterr().out
     assert "TIME LIMIT" in said and "did not finish" in said and f"{stopped:,}" in said
@@ -140,7 +140,8 @@ def test_a_time_limit_never_ends_a_schedule_silently(corpus, tmp_path, monkeypat
     # A larger budget resumes it and finishes the same plan.
     longer = dataclasses.replace(config, max_minutes=60.0)
     done = train_multi30k(longer, tmp_path, progress=False, corpus=corpus)
-    assert int(done.history.step.max()) == run.budget.steps and done.budget.stopped_at is None
+    assert int(done.history.step.max()) == run.budget.schedule.steps
+    assert done.budget.stopped_at is None
     assert "TIME LIMIT" not in capsys.readouterr().out
 
 

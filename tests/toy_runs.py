@@ -1,7 +1,7 @@
 """A toy translation task for the tests of the run layer and the commands that read its folders:
 a few German-English pairs, their word vocabularies, a tiny model's checkpoint state, a run
-folder as training leaves it (vocabularies beside an untrained averaged model), and a corpus and
-a run configuration that train in seconds."""
+folder as training leaves it (vocabularies beside an untrained averaged model), a corpus and a
+run configuration that train in seconds, and a run in progress of them, as a stage takes it."""
 
 import dataclasses
 from pathlib import Path
@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 from annotated.ch02_model import ModelConfig, make_model
-from annotated.ch05_text import Corpus, Vocab, tokenize, vocab_settings, word_corpus
+from annotated.ch05_text import BatchPlan, Corpus, Vocab, tokenize, vocab_settings, word_corpus
 from annotated.ch06_decoding import DecodeConfig
-from annotated.training.config import RunConfig
+from annotated.training.config import RunConfig, new_model, shared_specials
+from annotated.training.folder import RunFolder, RunInProgress
 
 GERMAN = ["Ein Hund rennt.", "Zwei Männer sitzen auf einer Bank.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs.", "Two men sit on a bench.", "A woman reads a book."]
@@ -79,3 +80,19 @@ def toy_config(**changes) -> RunConfig:
         decoding=DecodeConfig(beam=2, alpha=0.6, extra_length=5),
     )
     return RunConfig(**{**settings, **changes})
+
+
+def run_in_progress(
+    config: RunConfig, folder: Path, corpus: Corpus, batches=None, writes: bool = True
+) -> RunInProgress:
+    """The run of `config` in `folder` as `train_run` hands it to each stage: its batches (or
+    `batches`, a stand-in with their `step` and `steps_per_epoch`), a fresh model and the recipe's
+    schedule, in a folder this process writes (or not, as a process other than the first)."""
+    if batches is None:
+        pairs = corpus.ids["train"][: config.train_pairs]
+        batches = BatchPlan.build(pairs, config.max_tokens, config.accumulate, 1, config.seed)
+    model = new_model(config, corpus)
+    recipe = config.schedule(batches.steps_per_epoch)
+    specials = shared_specials(corpus)
+    files = RunFolder(folder, writes=writes)
+    return RunInProgress(config, files, corpus, batches, model, recipe, specials, 0, 1, False)

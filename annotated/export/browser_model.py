@@ -58,6 +58,7 @@ from annotated.ch03_training import inference
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
 from annotated.export.spacy_rules import tokenizer_rules
 from annotated.training.finish import load_translator
+from annotated.training.folder import RunFolder, folder_name
 from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, SHIPPED_HISTORY, dequantize
 
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
@@ -282,8 +283,8 @@ def export(
 ) -> dict:
     """Write model.bin and model.json for the run's averaged model into `out`, and the reference
     translations into `reference_file`."""
-    checkpoint = run / "averaged.pt"
-    scores_file = run / "scores.json"
+    files = RunFolder(run, writes=False)
+    checkpoint, scores_file = files.averaged, files.scores
     if not checkpoint.exists() or not scores_file.exists():
         raise FileNotFoundError(
             f"{run} has no averaged model or no scores.json: train chapter 7's model to the end "
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        export(args.run or runs_dir() / "multi30k-full", args.out, args.reference)
+        export(args.run or runs_dir() / folder_name("multi30k", "full"), args.out, args.reference)
     except FileNotFoundError as error:
         print(f"browser_model: {error}", file=sys.stderr)
         return 2

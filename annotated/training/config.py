@@ -7,8 +7,9 @@ profiles (`pick_profile` chooses one, by $ANNOTATED_PROFILE in CI and on a class
 run's freshly initialized model (`new_model`), and its `Schedule`: the steps, learning rate,
 evaluations and averaging it trains with. `RunConfig.schedule` is the recipe's; a time budget plans
 another (`annotated/training/plan.py`), and the configuration itself is never rewritten. Chapter
-3's `TrainConfig` is made from the configuration and the schedule together
-(`Schedule.train_config`), where chapter 3's `train` is called.
+3's `TrainConfig` is made by the configuration for a schedule (`RunConfig.train_config`): the
+schedule's steps and rates, the run's other settings. Each setting is handed on by name, written
+out, so that a setting renamed on either side fails where it is handed on, not silently.
 """
 
 from __future__ import annotations
@@ -56,13 +57,6 @@ class Schedule:
     eval_every: int  # validation BLEU, a checkpoint and a snapshot every this many steps
     limit_seconds: float | None = None  # training time after which the run stops (None: never)
 
-    def train_config(self, config: RunConfig) -> TrainConfig:
-        """Chapter 3's configuration: the run's settings of its names, on this schedule, with a
-        checkpoint at each evaluation."""
-        planned = dict(max_steps=self.steps, warmup=self.warmup, lr_factor=self.lr_factor)
-        planned |= dict(cooldown=self.cooldown, checkpoint_every=self.eval_every)
-        return TrainConfig(**{**config.shared_settings(TrainConfig), **planned})
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -74,7 +68,7 @@ class RunConfig:
     min_freq: int = 2  # word vocabularies only: rarer training words become <unk>
     max_tokens: int = 3125  # padded target tokens per micro-batch (sources held to the same)
     accumulate: int = 1  # micro-batches per optimizer step and process (chapter 3)
-    # Model: chapter 2's ModelConfig settings of the same names, which `model_config` passes on
+    # Model: chapter 2's ModelConfig settings of the same names, which `model_config` hands on
     N: int = 6
     d_model: int = 512
     d_ff: int = 2048
@@ -111,16 +105,6 @@ class RunConfig:
                 f"max_minutes must be positive, or None for no budget: {self.max_minutes}"
             )
 
-    def shared_settings(self, config_class: type) -> dict:
-        """This run's values of the settings it shares, by name, with chapter 2's `ModelConfig`
-        or chapter 3's `TrainConfig` (a test holds their defaults equal: the paper's)."""
-        names = {field.name for field in dataclasses.fields(config_class)}
-        return {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
-            if field.name in names
-        }
-
     def model_config(
         self, src_vocab: int, tgt_vocab: int, shared: bool | None = None
     ) -> ModelConfig:
@@ -136,7 +120,15 @@ class RunConfig:
             tie_target_embeddings=not shared,
             share_embeddings=shared,
             max_len=512,
-            **self.shared_settings(ModelConfig),
+            N=self.N,
+            d_model=self.d_model,
+            d_ff=self.d_ff,
+            h=self.h,
+            d_k=self.d_k,
+            d_v=self.d_v,
+            learned_positions=self.learned_positions,
+            p_drop=self.p_drop,
+            norm_first=self.norm_first,
         )
 
     def schedule(self, steps_per_epoch: int) -> Schedule:
@@ -151,9 +143,21 @@ class RunConfig:
             eval_every=max(1, steps_per_epoch // self.evals_per_epoch),
         )
 
-    def train_config(self, steps_per_epoch: int) -> TrainConfig:
-        """Chapter 3's configuration of the recipe's schedule (`schedule`)."""
-        return self.schedule(steps_per_epoch).train_config(self)
+    def train_config(self, schedule: Schedule) -> TrainConfig:
+        """Chapter 3's configuration for training `schedule` (the recipe's, or a time budget's):
+        its steps and rates, a checkpoint at each evaluation, and this run's other settings."""
+        return TrainConfig(
+            max_steps=schedule.steps,
+            warmup=schedule.warmup,
+            lr_factor=schedule.lr_factor,
+            cooldown=schedule.cooldown,
+            checkpoint_every=schedule.eval_every,
+            eps_ls=self.eps_ls,
+            accumulate=self.accumulate,
+            precision=self.precision,
+            p_drop_final=self.p_drop_final,
+            seed=self.seed,
+        )
 
 
 def smoke_version(config: RunConfig, **changes: object) -> RunConfig:

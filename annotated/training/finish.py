@@ -1,11 +1,13 @@
 """A run's finish: its result (`Run`), the average of its last snapshots, its final scores, and
 the translator a run folder holds.
 
-`finish_run` is the stage: on the first process it writes the history (history.csv) and averages
-the last snapshots into averaged.pt (checkpoint averaging, section 6.1). `final_scores` scores the
-run on the validation and test sets and keeps them in scores.json. `save_vocabularies` puts a
-corpus's vocabularies in a run folder before training, and `load_translator` reads a run folder's
-model back with them (`python -m annotated.translate`, the site's export).
+`finish_run` is the stage: it takes the run in progress (`folder.RunInProgress`) and what its
+training left, and where the process writes the run's folder (the first process) it writes the
+history (history.csv) and averages the last snapshots into averaged.pt (checkpoint averaging,
+section 6.1). `final_scores` scores the run on the validation and test sets and keeps them in
+scores.json. `save_vocabularies` puts a corpus's vocabularies in a run folder before training,
+and `load_translator` reads a run folder's best model back with them (`python -m
+annotated.translate`, the site's export).
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from torch import Tensor
 
 from annotated.base.checkpoints import read_checkpoint
 from annotated.base.devices import training_device  # a CUDA GPU, Apple's MPS or the CPU (chapter 3)
-from annotated.base.distributed import rank_and_world
 from annotated.base.files import atomic_write
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch05_text import Corpus, Subwords, Vocab
 from annotated.ch06_decoding import DecodeConfig, Translator, evaluate_split
 from annotated.training.config import RunConfig, Schedule
+from annotated.training.folder import RunFolder, RunInProgress
 from annotated.training.loop import Trained, write_csv
 from annotated.training.plan import TimeBudget
 
@@ -51,24 +53,19 @@ class Run:
 
 
 def finish_run(
-    config: RunConfig,
-    schedule: Schedule,
-    folder: Path,
-    corpus: Corpus,
-    trained: Trained,
-    budget: TimeBudget | None,
+    run: RunInProgress, schedule: Schedule, trained: Trained, budget: TimeBudget | None
 ) -> Run:
-    """The run's result; on the first process, with its history written and its last snapshots
-    averaged (the other processes write nothing)."""
+    """The run's result; where this process writes the run's folder, with its history written
+    and its last snapshots averaged (the other processes write nothing)."""
     averaged = None
-    if rank_and_world()[0] == 0:
-        write_csv(trained.history, folder / "history.csv")
-        averaged = average_run(trained.translator, folder, schedule.average_last)
+    if run.folder.writes:
+        write_csv(trained.history, run.folder.history)
+        averaged = average_run(trained.translator, run.folder, schedule.average_last)
     return Run(
-        config,
-        folder,
+        run.config,
+        run.folder.path,
         trained.translator,
-        corpus,
+        run.corpus,
         trained.history,
         trained.evals,
         schedule,
@@ -79,19 +76,19 @@ def finish_run(
 
 def save_vocabularies(corpus: Corpus, folder: Path) -> None:
     """Save the corpus's vocabularies in a run folder, or check that the ones there are the same."""
+    files = RunFolder(folder)
+    words = {files.vocab("de"): corpus.src_vocab, files.vocab("en"): corpus.tgt_vocab}
     if isinstance(corpus.src_vocab, Subwords):
-        wanted = {"subwords.json": corpus.src_vocab}
-        others = ["vocab.de.json", "vocab.en.json"]
+        wanted, others = {files.subwords: corpus.src_vocab}, list(words)
     else:
-        wanted = {"vocab.de.json": corpus.src_vocab, "vocab.en.json": corpus.tgt_vocab}
-        others = ["subwords.json"]
-    if any((folder / name).exists() for name in others):
+        wanted, others = words, [files.subwords]
+    if any(path.exists() for path in others):
         raise ValueError(
-            f"{folder} holds a run with another kind of vocabulary ({', '.join(others)}): "
-            "use another folder, or delete that run to start over"
+            f"{folder} holds a run with another kind of vocabulary "
+            f"({', '.join(path.name for path in others)}): use another folder, or delete that run "
+            "to start over"
         )
-    for name, vocab in wanted.items():
-        path = folder / name
+    for path, vocab in wanted.items():
         if not path.exists():
             vocab.save(path)
         elif type(vocab).load(path, vocab.settings) != vocab:
@@ -106,12 +103,12 @@ def load_translator(checkpoint: str | Path) -> Translator:
 
     A folder with `subwords.json` gets its shared Subwords (chapter 8's runs too), one with
     `vocab.de.json` and `vocab.en.json` its word vocabularies. A run folder may be given
-    instead of a file: its averaged model, else its latest checkpoint.
+    instead of a file: its best model (`RunFolder.best_model`: its averaged model, else its latest
+    checkpoint).
     """
     checkpoint = Path(checkpoint)
     if checkpoint.is_dir():
-        averaged = checkpoint / "averaged.pt"
-        checkpoint = averaged if averaged.exists() else checkpoint / "checkpoint.pt"
+        checkpoint = RunFolder(checkpoint, writes=False).best_model()
     if not checkpoint.exists():
         raise FileNotFoundError(
             f"no checkpoint at {checkpoint}. Train one with `make train-multi30k` "
@@ -128,11 +125,12 @@ def load_translator(checkpoint: str | Path) -> Translator:
         ) from None
     model.eval()
     folder = checkpoint.parent
-    if (folder / "subwords.json").exists():
-        subwords = Subwords.load(folder / "subwords.json")
+    files = RunFolder(folder, writes=False)
+    if files.subwords.exists():
+        subwords = Subwords.load(files.subwords)
         vocabs = [subwords, subwords]
-    elif (folder / "vocab.de.json").exists() and (folder / "vocab.en.json").exists():
-        vocabs = [Vocab.load(folder / f"vocab.{language}.json") for language in ("de", "en")]
+    elif files.vocab("de").exists() and files.vocab("en").exists():
+        vocabs = [Vocab.load(files.vocab(language)) for language in ("de", "en")]
     else:
         raise ValueError(
             f"{checkpoint} has no vocabulary beside it (subwords.json, or vocab.de.json and "
@@ -165,17 +163,17 @@ def average_snapshots(paths: Sequence[Path]) -> dict[str, Tensor]:
     return {name: (value / len(paths)).float() for name, value in total.items()}
 
 
-def average_run(translator: Translator, folder: Path, last: int) -> Translator | None:
+def average_run(translator: Translator, folder: RunFolder, last: int) -> Translator | None:
     """Average the run's `last` snapshots into averaged.pt; its translator (None: no snapshots).
 
     The averaged model is a copy of the trained one (`translator`'s) with the average loaded.
     """
-    snapshots = sorted((folder / "snapshots").glob("step-*.pt"))[-last:]
+    snapshots = folder.snapshots()[-last:]
     if not snapshots:
         return None
     model = deepcopy(translator.model).to("cpu")
     model.load_state_dict(average_snapshots(snapshots))
-    with atomic_write(folder / "averaged.pt") as handle:
+    with atomic_write(folder.averaged) as handle:
         torch.save(
             {
                 "model": model.state_dict(),
@@ -191,7 +189,7 @@ def average_run(translator: Translator, folder: Path, last: int) -> Translator |
 
 def saved_scores(run: Run) -> list[dict] | None:
     """The rows final_scores saved for this run's last step and decoding settings, if any."""
-    path = run.folder / "scores.json"
+    path = RunFolder(run.folder, writes=False).scores
     if not path.exists():
         return None
     saved = json.loads(path.read_text(encoding="utf-8"))
@@ -257,7 +255,7 @@ def final_scores(
             )
     record = {"scores": rows, "step": int(run.history.step.max())}
     record["decoding"] = dataclasses.asdict(run.config.decoding)
-    with atomic_write(run.folder / "scores.json", "w", encoding="utf-8") as handle:
+    with atomic_write(RunFolder(run.folder).scores, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1)
     return pd.DataFrame(rows)
 

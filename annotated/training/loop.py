@@ -1,10 +1,11 @@
 """A run's training: chapter 3's `train` on the run's schedule, scoring the validation set on the
 way and keeping snapshots of the weights, resumed from the run's checkpoint.
 
-`train_schedule` is the stage. After each step its `StepHook` decides whether to evaluate (greedy
+`train_schedule` is the stage: it takes the run in progress (`folder.RunInProgress`) and the
+schedule its plan gave. After each step its `StepHook` decides whether to evaluate (greedy
 validation BLEU of the bare weights, a line in evals.csv, a snapshot in snapshots/) and whether
 the run's time is up. Under torch.distributed every process trains its share of each step's
-batches; only the first evaluates and writes files.
+batches; only the first, the one that writes the run's folder, evaluates.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import pandas as pd
 import torch
 
 from annotated.base.checkpoints import load_checkpoint, read_checkpoint
-from annotated.base.distributed import data_parallel, rank_and_world
+from annotated.base.distributed import data_parallel
 from annotated.base.files import atomic_write
 from annotated.ch02_model import EncoderDecoder
 from annotated.ch03_training import train
-from annotated.ch05_text import BatchPlan, Corpus
+from annotated.ch05_text import Corpus
 from annotated.ch06_decoding import Translator, evaluate_split
-from annotated.training.config import RunConfig, Schedule, shared_specials
+from annotated.training.config import Schedule
+from annotated.training.folder import RunFolder, RunInProgress
 
 HISTORY_COLUMNS = ("step", "loss", "lr", "tokens", "seconds")
 EVAL_COLUMNS = ("step", "epoch", "train minutes", "val BLEU")
@@ -40,14 +42,14 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
         frame.to_csv(handle, index=False)
 
 
-def save_snapshot(model: EncoderDecoder, folder: Path, step: int, keep: int) -> None:
-    """Save the model's weights as snapshots/step-NNNNNN.pt, keeping only the last `keep`."""
-    path = folder / "snapshots" / f"step-{step:06d}.pt"
+def save_snapshot(model: EncoderDecoder, folder: RunFolder, step: int, keep: int) -> None:
+    """Save the model's weights as the folder's snapshot of `step`, keeping only the last `keep`."""
+    path = folder.snapshot(step)
     path.parent.mkdir(exist_ok=True)
     with atomic_write(path) as handle:
         state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config)}
         torch.save({"step": step, **state}, handle)
-    for old in sorted(path.parent.glob("step-*.pt"))[:-keep]:
+    for old in folder.snapshots()[:-keep]:
         old.unlink()
 
 
@@ -56,15 +58,15 @@ class StepHook:
     when its time is up (the `on_step` of chapter 3's `train`).
 
     At each evaluation (every `schedule.eval_every` steps, at the last step, and when time is up)
-    it appends a row to evals.csv and saves a snapshot of the weights; only the first process does
-    either. It returns True (stop) once `schedule.limit_seconds` of training have passed, counting
-    the `seconds` trained before.
+    it appends a row to evals.csv and saves a snapshot of the weights; only a process that writes
+    the folder does either. It returns True (stop) once `schedule.limit_seconds` of training have
+    passed, counting the `seconds` trained before.
     """
 
     def __init__(
         self,
         schedule: Schedule,
-        folder: Path,
+        folder: RunFolder,
         translator: Translator,
         corpus: Corpus,
         *,
@@ -76,8 +78,8 @@ class StepHook:
         self.translator, self.corpus = translator, corpus
         self.val_sentences = val_sentences  # score the first n validation sentences (None: all)
         self.seconds = seconds  # training seconds so far
-        self.progress, self.rank = progress, rank_and_world()[0]
-        self.evals = read_csv(folder / "evals.csv", EVAL_COLUMNS)
+        self.progress = progress
+        self.evals = read_csv(folder.evals, EVAL_COLUMNS)
 
     @property
     def out_of_time(self) -> bool:
@@ -89,7 +91,7 @@ class StepHook:
         step = row["step"]
         last = step == self.schedule.steps
         due = step % self.schedule.eval_every == 0 or self.out_of_time or last
-        if due and self.rank == 0:
+        if due and self.folder.writes:
             self.evaluate(step)
         return self.out_of_time
 
@@ -112,7 +114,7 @@ class StepHook:
         }
         earlier = self.evals[self.evals.step < step]  # a resumed run replaces later lines
         self.evals = pd.concat([earlier, pd.DataFrame([line])], ignore_index=True)
-        write_csv(self.evals, self.folder / "evals.csv")
+        write_csv(self.evals, self.folder.evals)
         save_snapshot(self.translator.model, self.folder, step, self.schedule.average_last)
         if self.progress:
             print(
@@ -141,42 +143,35 @@ def saved_history(checkpoint: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 
 
-def train_schedule(
-    config: RunConfig,
-    schedule: Schedule,
-    folder: Path,
-    model: EncoderDecoder,
-    batches: BatchPlan,
-    corpus: Corpus,
-    progress: bool,
-) -> Trained:
-    """Train `model` on the run's batches to the end of `schedule` with chapter 3's `train`,
+def train_schedule(run: RunInProgress, schedule: Schedule) -> Trained:
+    """Train the run's model on its batches to the end of `schedule` with chapter 3's `train`,
     resuming from the run's checkpoint; or, when its time is already spent, load the checkpoint
     and train no more."""
-    rank, world = rank_and_world()
-    translator = Translator(model, corpus.src_vocab, corpus.tgt_vocab, config.decoding)
-    checkpoint = folder / "checkpoint.pt"
-    history = saved_history(checkpoint)
+    config, folder, model = run.config, run.folder, run.model
+    batches, specials, rank, world = run.batches, run.specials, run.rank, run.world
+    says = run.says  # asked before chapter 3's configuration is made: the run then goes down once
+    translator = Translator(model, run.corpus.src_vocab, run.corpus.tgt_vocab, config.decoding)
+    history = saved_history(folder.checkpoint)
     hook = StepHook(
         schedule,
         folder,
         translator,
-        corpus,
+        run.corpus,
         val_sentences=config.val_sentences,
         seconds=float(history.seconds.sum()),
-        progress=progress,
+        progress=run.progress,
     )
-    train_config = schedule.train_config(config)
+    train_config = config.train_config(schedule)
     if hook.out_of_time:  # the time budget is spent: load the result, train no more
-        model.load_state_dict(load_checkpoint(checkpoint, model.config, train_config)["model"])
+        state = load_checkpoint(folder.checkpoint, model.config, train_config)
+        model.load_state_dict(state["model"])
     else:
-        specials = shared_specials(corpus)
         history = train(
             data_parallel(model),
             lambda step: batches.step(step, specials, rank, world),
             train_config,
-            checkpoint,
-            progress=progress and rank == 0,
+            folder.checkpoint,
+            progress=says,
             on_step=hook,
             extra={"decoding": dataclasses.asdict(config.decoding)},
         )

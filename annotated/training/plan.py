@@ -8,7 +8,9 @@ compresses the whole schedule into the steps that do. The result, a `TimeBudget`
 run folder (plan.json) so that a resumed run follows it (`time_budget`); the schedule the run
 trains is the budget's (`TimeBudget.schedule`), and the run's configuration is left as it was.
 The budget stops the run, loudly, if the machine turns out much slower than measured
-(`settle_budget`, `report_stop`). `plan_run` is the stage: the schedule, and the budget behind it.
+(`settle_budget`, `report_stop`). `plan_run` is the stage: it takes the run in progress
+(`folder.RunInProgress`, with the recipe's schedule computed once) and gives the schedule, and
+the budget behind it.
 """
 
 from __future__ import annotations
@@ -19,18 +21,15 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from annotated.base.checkpoints import read_checkpoint
-from annotated.base.distributed import data_parallel, rank_and_world, sum_over_processes
+from annotated.base.distributed import data_parallel, sum_over_processes
 from annotated.base.files import atomic_write
 from annotated.base.machine import describe as describe_machine
-from annotated.ch02_model import EncoderDecoder
-from annotated.ch03_training import SpecialTokens, train
-from annotated.ch05_text import BatchPlan
+from annotated.ch03_training import train
 from annotated.training.config import RunConfig, Schedule
+from annotated.training.folder import RunFolder, RunInProgress
 
-PLAN_FILE = "plan.json"
 # The throughput probe trains PROBE_STEPS batches twice (32 steps, about the cost of the 27 it
 # once took) and times the second pass. A step on a batch shape the process meets for the first
 # time costs more: oneDNN, which runs PyTorch's bf16 matrix products on a CPU, prepares its kernels
@@ -50,7 +49,8 @@ GRACE = 1.2  # a planned run is stopped, loudly, only past 1.2 times its budget
 
 @dataclass(frozen=True)
 class TimeBudget:
-    """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it.
+    """How a run with a time budget (`RunConfig.max_minutes`) fits its schedule into it: the
+    `Schedule` it gives the run, and what it measured to give it.
 
     Made once, before the first step, from the throughput measured over a few probe steps (on
     batches trained once before: the steady speed, with what the first epoch's new batch shapes
@@ -59,19 +59,18 @@ class TimeBudget:
     When they do not, the whole schedule is compressed into the steps that
     fit: the cooldown and the dropout ramp end at the new last step, the snapshots averaged still
     lie inside the cooldown, and the warmup shrinks only if it no longer fits before the cooldown
-    (with the same peak rate).
+    (with the same peak rate). Either way the schedule stops the run after `limit_seconds` of the
+    budget the run has now (a resumed run may have been given more minutes than it was planned in).
     """
 
-    budget_minutes: float
+    schedule: Schedule  # what the run trains
+    budget_minutes: float  # the budget it was planned in
     seconds_per_step: float  # measured by the probe (a run begun without a plan: its history)
     probe_seconds: float  # the probe's own training time, spent from the budget
     recipe_steps: int
-    steps: int
-    warmup: int
-    lr_factor: float
+    # The cooldown as planned, in epochs: plan.json keeps it and the plan's words say it, where the
+    # schedule holds it rounded to whole steps.
     cooldown_epochs: float
-    average_last: int
-    steps_per_epoch: int
     machine: str = ""
     load_average: float | None = None  # the 1-minute load average while the probe ran
     stopped_at: int | None = None  # the step a time limit stopped the run at, if one did
@@ -92,36 +91,65 @@ class TimeBudget:
     def training_seconds(self, steps: int) -> float:
         """Training seconds of `steps` steps at the measured speed (the first epoch's extra too)."""
         return steps_seconds(
-            steps, self.seconds_per_step, self.first_epoch_extra, self.steps_per_epoch
+            steps, self.seconds_per_step, self.first_epoch_extra, self.schedule.steps_per_epoch
         )
 
     @property
     def shortened(self) -> bool:
-        return self.steps < self.recipe_steps
-
-    def schedule(self, recipe: Schedule, budget_minutes: float) -> Schedule:
-        """The schedule the run trains under this plan (the recipe's itself when it fits), stopped
-        after `limit_seconds(budget_minutes)` of training."""
-        limit = self.limit_seconds(budget_minutes)
-        if not self.shortened:
-            return dataclasses.replace(recipe, limit_seconds=limit)
-        return dataclasses.replace(
-            recipe,
-            steps=self.steps,
-            warmup=self.warmup,
-            lr_factor=self.lr_factor,
-            cooldown=round(self.cooldown_epochs * recipe.steps_per_epoch),
-            average_last=self.average_last,
-            limit_seconds=limit,
-        )
+        return self.schedule.steps < self.recipe_steps
 
     def limit_seconds(self, budget_minutes: float) -> float:
-        """Training time after which the run stops: the budget with some grace (never silently)."""
-        return budget_minutes * 60 * (1.0 if self.unplanned else GRACE)
+        """Training time after which the run stops (`time_limit`)."""
+        return time_limit(budget_minutes, self.unplanned)
+
+    def saved(self) -> dict:
+        """What plan.json holds: the fields as the plan has always written them, in their order
+        (the schedule's own, but its stopping time, among them)."""
+        saved = dataclasses.asdict(self)
+        del saved["schedule"]
+        planned = self.schedule
+        order = ["budget_minutes", "seconds_per_step", "probe_seconds", "recipe_steps"]
+        planned_fields = dict(
+            steps=planned.steps,
+            warmup=planned.warmup,
+            lr_factor=planned.lr_factor,
+            cooldown_epochs=self.cooldown_epochs,
+            average_last=planned.average_last,
+            steps_per_epoch=planned.steps_per_epoch,
+        )
+        return {**{name: saved.pop(name) for name in order}, **planned_fields, **saved}
+
+    @classmethod
+    def from_saved(cls, saved: dict, recipe: Schedule, budget_minutes: float) -> TimeBudget:
+        """The budget plan.json holds (`saved`), giving the run with this recipe's schedule a
+        schedule stopped after `limit_seconds(budget_minutes)`: the recipe itself when it fitted,
+        else the compressed one the plan recorded. A KeyError or TypeError: not such a plan."""
+        fields = dict(saved)
+        planned = {
+            name: fields.pop(name)
+            for name in ("steps", "warmup", "lr_factor", "average_last", "steps_per_epoch")
+        }
+        budget = cls(schedule=recipe, **fields)
+        limit = budget.limit_seconds(budget_minutes)
+        if planned["steps"] >= budget.recipe_steps:
+            return dataclasses.replace(
+                budget, schedule=dataclasses.replace(recipe, limit_seconds=limit)
+            )
+        schedule = dataclasses.replace(
+            recipe,
+            steps=planned["steps"],
+            warmup=planned["warmup"],
+            lr_factor=planned["lr_factor"],
+            cooldown=round(budget.cooldown_epochs * recipe.steps_per_epoch),
+            average_last=planned["average_last"],
+            limit_seconds=limit,
+        )
+        return dataclasses.replace(budget, schedule=schedule)
 
     def describe(self, recipe: RunConfig) -> str:
         """The plan in words: the speed measured here, the steps it will take, the recipe's."""
-        epochs = self.steps / self.steps_per_epoch
+        planned = self.schedule
+        epochs = planned.steps / planned.steps_per_epoch
         measured = "measured over 24 steps"  # a plan from before the probe trained batches twice
         if self.probe_batches:
             measured = f"measured over {self.probe_batches} steps, on batches trained once before"
@@ -148,7 +176,7 @@ class TimeBudget:
                 "they do not fit."
             )
         if not self.shortened:
-            minutes = self.training_seconds(self.steps) / 60
+            minutes = self.training_seconds(planned.steps) / 60
             return (
                 f"plan: {speed}: the recipe's {self.recipe_steps:,} steps ({epochs:g} epochs) take "
                 f"about {minutes:.0f} of them, so the run is the recipe, unchanged.{busy}"
@@ -156,18 +184,24 @@ class TimeBudget:
         cooldown = f"the rate cooled down over the last {self.cooldown_epochs:.1f} epochs"
         if not self.cooldown_epochs:
             cooldown = "no cooldown (the recipe has none)"
-        warmup = f"{self.warmup} warmup steps"
-        if self.warmup != recipe.warmup:
+        warmup = f"{planned.warmup} warmup steps"
+        if planned.warmup != recipe.warmup:
             warmup += f" (the recipe's {recipe.warmup}, with the same peak rate)"
         return (
-            f"plan: {speed}: {self.steps:,} of the recipe's {self.recipe_steps:,} steps "
+            f"plan: {speed}: {planned.steps:,} of the recipe's {self.recipe_steps:,} steps "
             f"({epochs:.1f} epochs), the whole schedule compressed into them: {warmup}, "
-            f"{cooldown}, the last {self.average_last} snapshots averaged. The run trains less "
+            f"{cooldown}, the last {planned.average_last} snapshots averaged. The run trains less "
             "than its recipe, so expect lower scores than the whole recipe would give; on a "
             "machine of another speed the same budget holds another number of steps, and gives "
             "other scores. With more time (--minutes, or max_minutes=None for no budget) the "
             f"recipe runs unchanged.{busy}"
         )
+
+
+def time_limit(budget_minutes: float, unplanned: bool) -> float:
+    """Training time after which a run stops: its budget with some grace (never silently), or for
+    a run begun without a plan the budget itself."""
+    return budget_minutes * 60 * (1.0 if unplanned else GRACE)
 
 
 def steps_seconds(
@@ -189,37 +223,32 @@ def steps_that_fit(
 
 def fit_schedule(
     config: RunConfig,
-    steps_per_epoch: int,
+    recipe: Schedule,
     seconds_per_step: float,
     probe_seconds: float = 0.0,
     keep_recipe: bool = False,
     first_epoch_extra: float = 0.0,
     **details,
 ) -> TimeBudget:
-    """Fit the recipe's schedule into `config.max_minutes` of training, at this speed per step.
+    """Fit the recipe's schedule (`config.schedule`, given as `recipe`) into `config.max_minutes`
+    of training, at this speed per step.
 
     `first_epoch_extra`: what a step costs more on average in the first epoch (new batch shapes).
     `keep_recipe`: plan the recipe whatever the time (a run begun without a plan, whose checkpoint
     is tied to the recipe's schedule; the time limit still stops it, and says so).
     """
-    recipe = config.schedule(steps_per_epoch)
+    steps_per_epoch = recipe.steps_per_epoch
     available = max(config.max_minutes * 60 - probe_seconds, 0.0)
     fit = steps_that_fit(available * SAFETY, seconds_per_step, first_epoch_extra, steps_per_epoch)
     every = recipe.eval_every
     plan = dict(budget_minutes=config.max_minutes, seconds_per_step=seconds_per_step, **details)
     plan |= dict(probe_seconds=probe_seconds, recipe_steps=recipe.steps)
-    plan |= dict(steps_per_epoch=steps_per_epoch, first_epoch_extra=first_epoch_extra)
+    plan |= dict(first_epoch_extra=first_epoch_extra, unplanned=keep_recipe)
     plan["probe_batches"] = None if keep_recipe else PROBE_STEPS
+    limit = time_limit(config.max_minutes, keep_recipe)
     if fit >= recipe.steps or keep_recipe:
-        return TimeBudget(
-            unplanned=keep_recipe,
-            steps=recipe.steps,
-            warmup=config.warmup,
-            lr_factor=config.lr_factor,
-            cooldown_epochs=config.cooldown_epochs,
-            average_last=config.average_last,
-            **plan,
-        )
+        schedule = dataclasses.replace(recipe, limit_seconds=limit)
+        return TimeBudget(schedule, cooldown_epochs=config.cooldown_epochs, **plan)
     if fit < max(2 * every, 10):
         raise ValueError(
             f"{config.max_minutes:g} training minutes give about {fit} steps on this machine "
@@ -237,38 +266,43 @@ def fit_schedule(
     # Average only snapshots of settled weights: inside the cooldown when there is one.
     window = cooldown if config.cooldown_epochs else fit
     average_last = max(1, min(config.average_last, window // every))
-    return TimeBudget(
+    schedule = dataclasses.replace(
+        recipe,
         steps=fit,
         warmup=warmup,
         lr_factor=lr_factor,
-        cooldown_epochs=cooldown_epochs,
+        cooldown=cooldown,
         average_last=average_last,
-        **plan,
+        limit_seconds=limit,
     )
+    return TimeBudget(schedule, cooldown_epochs=cooldown_epochs, **plan)
 
 
-def read_budget(folder: Path) -> TimeBudget | None:
-    """The budget kept in a run folder (plan.json), or None before the run has one."""
-    path = folder / PLAN_FILE
+def read_budget(folder: RunFolder, recipe: Schedule, budget_minutes: float) -> TimeBudget | None:
+    """The budget kept in a run folder (plan.json), or None before the run has one; its schedule
+    is stopped after `budget_minutes` (with the plan's grace), the budget the run has now."""
+    path = folder.plan
     if not path.exists():
         return None
     try:
-        return TimeBudget(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as error:
+        return TimeBudget.from_saved(
+            json.loads(path.read_text(encoding="utf-8")), recipe, budget_minutes
+        )
+    except (ValueError, TypeError, KeyError) as error:
         raise ValueError(
             f"{path} is not a plan this book wrote ({error}). Delete it to plan again; if the run "
             "has a checkpoint, its configuration must then be planned the same way to resume."
         ) from None
 
 
-def write_budget(folder: Path, budget: TimeBudget) -> None:
-    """Keep the budget in the run folder (plan.json), atomically, from the first process only."""
-    if rank_and_world()[0] == 0:
-        with atomic_write(folder / PLAN_FILE, "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(budget), handle, indent=1)
+def write_budget(folder: RunFolder, budget: TimeBudget) -> None:
+    """Keep the budget in the run folder (plan.json), atomically, where this process writes."""
+    if folder.writes:
+        with atomic_write(folder.plan, "w", encoding="utf-8") as handle:
+            json.dump(budget.saved(), handle, indent=1)
 
 
-def report_stop(budget: TimeBudget, folder: Path, step: int, minutes: float) -> TimeBudget:
+def report_stop(budget: TimeBudget, folder: RunFolder, step: int, minutes: float) -> TimeBudget:
     """Say, and record in plan.json, that the time limit ended the schedule early."""
     budget = dataclasses.replace(budget, stopped_at=step)
     write_budget(folder, budget)
@@ -278,24 +312,24 @@ def report_stop(budget: TimeBudget, folder: Path, step: int, minutes: float) -> 
         else f"more than {GRACE:g} times the {budget.budget_minutes:g}-minute budget: the machine "
         "became slower than when the plan was made"
     )
-    if rank_and_world()[0] == 0:
+    if folder.writes:
         print(
-            f"TIME LIMIT: training stopped at step {step:,} of the {budget.steps:,} planned, after "
-            f"{minutes:.1f} training minutes ({why}). The schedule did not finish: the learning "
-            "rate never reached its planned end, and the scores below are of an unfinished run. "
-            "Run the same command with a larger budget (--minutes) to finish it.",
+            f"TIME LIMIT: training stopped at step {step:,} of the {budget.schedule.steps:,} "
+            f"planned, after {minutes:.1f} training minutes ({why}). The schedule did not finish: "
+            "the learning rate never reached its planned end, and the scores below are of an "
+            "unfinished run. Run the same command with a larger budget (--minutes) to finish it.",
             flush=True,
         )
     return budget
 
 
 def settle_budget(
-    budget: TimeBudget | None, folder: Path, planned: int, step: int, minutes: float
+    budget: TimeBudget | None, folder: RunFolder, step: int, minutes: float
 ) -> TimeBudget | None:
-    """The budget once training has ended at `step` of the `planned` steps after `minutes` of
-    training: a stop by the time limit said and recorded (`report_stop`), or the record of an
-    earlier stop cleared when the run has finished since (under a larger budget)."""
-    if budget is not None and step < planned:
+    """The budget once training has ended at `step` of the steps its schedule planned, after
+    `minutes` of training: a stop by the time limit said and recorded (`report_stop`), or the
+    record of an earlier stop cleared when the run has finished since (under a larger budget)."""
+    if budget is not None and step < budget.schedule.steps:
         return report_stop(budget, folder, step, minutes)
     if budget is not None and budget.stopped_at is not None:
         budget = dataclasses.replace(budget, stopped_at=None)
@@ -303,13 +337,11 @@ def settle_budget(
     return budget
 
 
-def measure_step_seconds(
-    config: RunConfig, model: EncoderDecoder, batches: BatchPlan, specials: SpecialTokens
-) -> tuple[float, float, float]:
+def measure_step_seconds(run: RunInProgress) -> tuple[float, float, float]:
     """This run's training step on this machine: (seconds per step, what a step costs more on
     average in the run's first epoch, the probe's total seconds).
 
-    A throwaway copy of the run's freshly initialized `model` trains through chapter 3's `train`
+    A throwaway copy of the run's freshly initialized model trains through chapter 3's `train`
     on PROBE_STEPS batches spread over the first epoch (short and long sentences alike), with the
     run's precision, dropout and optimizer, twice over: the same batches in the same order. A step
     on a batch shape the process meets for the first time costs more (kernels are chosen and set
@@ -318,16 +350,16 @@ def measure_step_seconds(
     pass's excess over it, per batch (the first one left out: it also sets up the process), is what
     a step on a new batch costs more; the run's first epoch pays it on the batches the probe did
     not train (the probe runs in the run's process, just before it). Nothing of it is kept: the
-    run itself starts from `model` as it was. Under torch.distributed every process probes, and
+    run itself starts from its model as it was. Under torch.distributed every process probes, and
     all plan with the mean of their times.
     """
-    rank, world = rank_and_world()
+    batches, specials, rank, world = run.batches, run.specials, run.rank, run.world
     spread = [i * batches.steps_per_epoch // PROBE_STEPS for i in range(PROBE_STEPS)]
     probe = dataclasses.replace(
-        config.train_config(batches.steps_per_epoch), max_steps=2 * PROBE_STEPS, cooldown=0
+        run.config.train_config(run.recipe), max_steps=2 * PROBE_STEPS, cooldown=0
     )
     history = train(
-        data_parallel(copy.deepcopy(model)),
+        data_parallel(copy.deepcopy(run.model)),
         lambda step: batches.step(spread[step % PROBE_STEPS], specials, rank, world),
         probe,
         checkpoint=None,
@@ -339,41 +371,34 @@ def measure_step_seconds(
     steady = sum(second) / PROBE_STEPS
     unmet = 1 - len(set(spread)) / batches.steps_per_epoch  # the first epoch's new batches' share
     extra = max(sum(excess) / len(excess), 0.0) * unmet
-    device = next(model.parameters()).device
+    device = next(run.model.parameters()).device
     steady, extra, total = sum_over_processes([steady, extra, sum(seconds)], device)
     return steady / world, extra / world, total / world
 
 
-def time_budget(
-    config: RunConfig,
-    folder: Path,
-    model: EncoderDecoder,
-    batches: BatchPlan,
-    specials: SpecialTokens,
-    progress: bool,
-) -> TimeBudget | None:
+def time_budget(run: RunInProgress) -> TimeBudget | None:
     """The run's time budget: the one kept in its folder, else a new one (None without a budget)."""
+    config, folder = run.config, run.folder
     if config.max_minutes is None:
         return None
-    say = progress and rank_and_world()[0] == 0
-    budget = read_budget(folder)
+    budget = read_budget(folder, run.recipe, config.max_minutes)
     if budget is not None:
-        if say:
+        if run.says:
             kept = f"plan kept from this run's start ({budget.budget_minutes:g} minutes)"
             if budget.budget_minutes != config.max_minutes:
                 kept += f"; the budget of {config.max_minutes:g} now only moves the time limit"
-            print(f"{kept}: {budget.steps:,} steps, planned then as", flush=True)
+            print(f"{kept}: {budget.schedule.steps:,} steps, planned then as", flush=True)
             print(budget.describe(config), flush=True)
         return budget
-    checkpoint = folder / "checkpoint.pt"
+    checkpoint = folder.checkpoint
     history = read_checkpoint(checkpoint)["history"] if checkpoint.exists() else []
     if history:  # a run begun before plans existed: it stays its recipe
         seconds, extra, probe = sum(row["seconds"] for row in history) / len(history), 0.0, 0.0
     else:
-        seconds, extra, probe = measure_step_seconds(config, model, batches, specials)
+        seconds, extra, probe = measure_step_seconds(run)
     budget = fit_schedule(
         config,
-        batches.steps_per_epoch,
+        run.recipe,
         seconds,
         probe,
         keep_recipe=bool(history),  # a checkpoint is tied to the recipe's schedule
@@ -382,23 +407,13 @@ def time_budget(
         load_average=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     )
     write_budget(folder, budget)
-    if say:
+    if run.says:
         print(budget.describe(config), flush=True)
     return budget
 
 
-def plan_run(
-    config: RunConfig,
-    folder: Path,
-    model: EncoderDecoder,
-    batches: BatchPlan,
-    specials: SpecialTokens,
-    progress: bool,
-) -> tuple[Schedule, TimeBudget | None]:
+def plan_run(run: RunInProgress) -> tuple[Schedule, TimeBudget | None]:
     """The schedule the run trains (the recipe's, or its time budget's), and the budget (None
-    without one). The probe, when a new budget needs it, trains a copy of `model`."""
-    budget = time_budget(config, folder, model, batches, specials, progress)
-    recipe = config.schedule(batches.steps_per_epoch)
-    if budget is None:
-        return recipe, None
-    return budget.schedule(recipe, config.max_minutes), budget
+    without one). The probe, when a new budget needs it, trains a copy of the run's model."""
+    budget = time_budget(run)
+    return (run.recipe, None) if budget is None else (budget.schedule, budget)

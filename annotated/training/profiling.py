@@ -127,7 +127,7 @@ def step_profiles(config: RunConfig, corpus: Corpus, steps: int = 8) -> pd.DataF
     plan = BatchPlan.build(corpus.ids["train"][: config.train_pairs], config.max_tokens)
     picks = [i * plan.steps_per_epoch // steps for i in range(steps)]
     micro_batches = [[b.to(device) for b in plan.step(p, shared_specials(corpus))] for p in picks]
-    train_config = config.train_config(plan.steps_per_epoch)
+    train_config = config.train_config(config.schedule(plan.steps_per_epoch))
     rows = []
     for name, (loss, plain_attention) in STEPS.items():
         model = new_model(config, corpus).to(device).train()

@@ -29,13 +29,14 @@ from annotated.ch05_text import BatchPlan, Vocab, load_multi30k, vocab_settings
 from annotated.ch06_decoding import DecodeConfig, Translator
 from annotated.training.config import RunConfig
 from annotated.training.finish import Run
+from annotated.training.folder import RunFolder
 from annotated.training.loop import EVAL_COLUMNS, HISTORY_COLUMNS, read_csv
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "model"
 FORMAT = 1  # the manifest's format; the page and this reader refuse another
 GROUP = 64  # quantized weights that share one scale, along a row
 LANGUAGES = {"src": "de", "tgt": "en"}
-SHIPPED_HISTORY = ("history.csv", "evals.csv")  # copied from the run folder by the export
+SHIPPED_HISTORY = (RunFolder.HISTORY, RunFolder.EVALS)  # copied from the run folder by the export
 
 
 def unpack_bits(data: bytes, bits: int, count: int) -> Tensor:
@@ -129,19 +130,20 @@ def load_shipped_run(config: RunConfig, folder: Path) -> Run:
     folder.mkdir(parents=True, exist_ok=True)
     for vocab in (translator.src_vocab, translator.tgt_vocab):
         language = vocab.settings["language"]
-        path = folder / f"vocab.{language}.json"
+        path = RunFolder(folder).vocab(language)
         if not path.exists():
             Vocab(vocab.tokens, vocab_settings(language, config.min_freq)).save(path)
     corpus = load_multi30k(config.vocab_size, config.min_freq, folder)
     pairs = corpus.ids["train"][: config.train_pairs]
     batches = BatchPlan.build(pairs, config.max_tokens, config.accumulate, 1, config.seed)
+    shipped = RunFolder(SHIPPED_DIR, writes=False)  # the run's own tables, as its folder held them
     return Run(
         config,
         folder,
         translator,
         corpus,
-        read_csv(SHIPPED_DIR / "history.csv", HISTORY_COLUMNS),
-        read_csv(SHIPPED_DIR / "evals.csv", EVAL_COLUMNS),
+        read_csv(shipped.history, HISTORY_COLUMNS),
+        read_csv(shipped.evals, EVAL_COLUMNS),
         config.schedule(batches.steps_per_epoch),
         averaged=translator,
         shipped=True,

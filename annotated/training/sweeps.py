@@ -236,7 +236,7 @@ def config_step_costs(
             for name, config in configs.items():
                 model = new_model(config, corpora[name])
                 schedule = dataclasses.replace(
-                    config.train_config(steps), max_steps=steps, cooldown=0
+                    config.train_config(config.schedule(steps)), max_steps=steps, cooldown=0
                 )
                 history = train(model, batches[name].__getitem__, schedule, progress=False)
                 seconds[name].append(float(history.seconds.iloc[1:].mean()))
