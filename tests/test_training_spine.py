@@ -22,7 +22,14 @@ from annotated.training.plan import TimeBudget
 PACKAGE = Path(__file__).resolve().parent.parent / "annotated"
 # The run in progress carries the configuration: a call that takes it takes the configuration.
 MADE_FROM_THE_CONFIG = (RunConfig, ModelConfig, TrainConfig, Schedule, TimeBudget, RunInProgress)
-MOST_CLIMBS = 6  # before the run was split by stage (commit 1858904) it climbed 9 times; now 5
+# Before the run was split by stage (commit 1858904) it climbed 9 times; since, 5. Three are the
+# run coming back up to the training layer after each of its descents: after chapter 2 has made
+# its model, after the time budget's probe has trained a copy of it with chapter 3's `train`, and
+# after the training itself. Two are inside chapter 3's `train`, once in the probe and once in the
+# training: it hands its configuration down to `base.checkpoints.resume` and goes on with it. The
+# run in progress (issue 63) took the stages' six arguments away, not a descent, so 5 it stays;
+# fewer would take a change to chapter 3's `train`, or a run without a probe.
+MOST_CLIMBS = 5
 
 
 # ---------------------------------------------------------------- following the configuration
@@ -97,7 +104,7 @@ def test_climbs_are_counted_between_layers_not_modules():
 
 
 @pytest.mark.multi30k
-def test_a_run_climbs_the_layers_at_most_six_times(corpus, tmp_path, capsys):
+def test_a_run_climbs_the_layers_at_most_five_times(corpus, tmp_path, capsys):
     from annotated.ch05_text import Corpus
     from annotated.ch07_multi30k import PROFILES
     from annotated.training.finish import save_vocabularies
