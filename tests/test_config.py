@@ -16,6 +16,7 @@ from annotated.ch05_text import Corpus
 from annotated.ch06_decoding import DecodeConfig
 from annotated.training.config import (
     PROFILE_ENV,
+    SENTENCES_ENV,
     RunConfig,
     Schedule,
     new_model,
@@ -120,6 +121,23 @@ def test_pick_profile_reads_the_environment_once(monkeypatch):
         ValueError, match=r"ANNOTATED_PROFILE='huge': choose one of \['full', 'smoke'\]"
     ):
         pick_profile(profiles, None, "full")
+
+
+def test_a_sentence_cap_scores_fewer_sentences_and_never_more(monkeypatch):
+    # $ANNOTATED_SENTENCES: a quick look (or a test's run of chapter 7) scores the first n only.
+    profiles = {"full": RunConfig(), "smoke": RunConfig(val_sentences=40, test_sentences=30)}
+    monkeypatch.delenv(SENTENCES_ENV, raising=False)
+    assert pick_profile(profiles, "full", "full")[1] is profiles["full"]
+    monkeypatch.setenv(SENTENCES_ENV, "100")
+    full = pick_profile(profiles, "full", "full")[1]
+    assert (full.val_sentences, full.test_sentences) == (100, 100)
+    assert full == dataclasses.replace(profiles["full"], val_sentences=100, test_sentences=100)
+    smoke = pick_profile(profiles, "smoke", "full")[1]
+    assert (smoke.val_sentences, smoke.test_sentences) == (40, 30), "a cap never scores more"
+    for wrong in ("0", "-5", "ten", "2.5"):
+        monkeypatch.setenv(SENTENCES_ENV, wrong)
+        with pytest.raises(ValueError, match="ANNOTATED_SENTENCES=.*give a whole number"):
+            pick_profile(profiles, "full", "full")
 
 
 def test_one_class_profile_serves_every_chapter_and_command(monkeypatch):

@@ -80,6 +80,13 @@ def test_saved_scores_of_an_older_run_folder_are_reused(tmp_path):
     other = dataclasses.replace(config, decoding=DecodeConfig(beam=4, alpha=0.6))
     assert saved_scores(FakeRun(other, tmp_path, history)) is None
     assert saved_scores(FakeRun(config, tmp_path, pd.DataFrame({"step": [40]}))) is None
+    # scores of the first 100 sentences ($ANNOTATED_SENTENCES) are not the whole set's, and back
+    capped = dataclasses.replace(config, val_sentences=100, test_sentences=100)
+    assert saved_scores(FakeRun(capped, tmp_path, history)) is None
+    saved = json.loads((tmp_path / "scores.json").read_text())
+    (tmp_path / "scores.json").write_text(json.dumps({**saved, "sentences": [100, 100]}))
+    assert saved_scores(FakeRun(capped, tmp_path, history)) == rows
+    assert saved_scores(FakeRun(config, tmp_path, history)) is None
 
 
 def test_weights_that_do_not_fit_their_own_config_are_refused(tmp_path):

@@ -125,7 +125,11 @@ def test_a_run_writes_the_layout_the_book_has_always_written(tmp_path):
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert written - {"in-use.lock"} == LAYOUT
     assert list(json.loads((tmp_path / "plan.json").read_text())) == PLAN_FIELDS
-    assert set(json.loads((tmp_path / "scores.json").read_text())) == {"scores", "step", "decoding"}
+    # scores.json says which step, decoding and sentences its scores are of ("sentences" since
+    # $ANNOTATED_SENTENCES: folders without it scored their recipe's, and still load)
+    saved = json.loads((tmp_path / "scores.json").read_text())
+    assert set(saved) == {"scores", "step", "decoding", "sentences"}
+    assert saved["sentences"] == [2, 2]
 
 
 def test_a_folder_in_that_layout_loads_and_resumes(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 Chapters 7 (Multi30k) and 8 (WMT) describe a run with one `RunConfig`: data, model, schedule,
 budget and decoding, with the paper's base model and recipe as defaults. A chapter names its
 profiles (`pick_profile` chooses one, by $ANNOTATED_PROFILE in CI and on a class's server;
-`smoke_version` shrinks one for CI). From a configuration come chapter 2's `ModelConfig` and the
+`smoke_version` shrinks one for CI; $ANNOTATED_SENTENCES caps the sentences it scores). From a configuration come chapter 2's `ModelConfig` and the
 run's freshly initialized model (`new_model`), and its `Schedule`: the steps, learning rate,
 evaluations and averaging it trains with. `RunConfig.schedule` is the recipe's; a time budget plans
 another (`annotated/training/plan.py`), and the configuration itself is never rewritten. Chapter
@@ -28,6 +28,7 @@ from annotated.ch06_decoding import DecodeConfig
 
 RUNS_DIR = runs_dir()  # the checkout's runs/, else the user's (files.runs_dir)
 PROFILE_ENV = "ANNOTATED_PROFILE"
+SENTENCES_ENV = "ANNOTATED_SENTENCES"
 
 
 def profile_name(default: str) -> str:
@@ -40,7 +41,27 @@ def pick_profile(profiles: dict, name: str | None, default: str) -> tuple[str, R
     name = name or profile_name(default)
     if name not in profiles:
         raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {sorted(profiles)}")
-    return name, profiles[name]
+    return name, sentence_cap(profiles[name])
+
+
+def sentence_cap(config: RunConfig) -> RunConfig:
+    """`config` scoring at most the first n sentences of each split where $ANNOTATED_SENTENCES is
+    n (a quick look, or a test's run of a chapter: decoding a whole split takes minutes), else
+    `config` itself."""
+    value = os.environ.get(SENTENCES_ENV)
+    if not value:
+        return config
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"{SENTENCES_ENV}={value!r}: give a whole number of sentences to score, such as 100, "
+            "or unset it to score every sentence"
+        )
+    n = int(value)
+    return dataclasses.replace(
+        config,
+        val_sentences=min(n, config.val_sentences or n),
+        test_sentences=min(n, config.test_sentences or n),
+    )
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,13 @@ def saved_scores(run: Run) -> list[dict] | None:
     same_decoding = isinstance(decoding, dict) and (
         DecodeConfig.from_saved(decoding) == run.config.decoding
     )
-    return saved["scores"] if same_step and same_decoding else None
+    # the sentences each split was scored on (first the validation set's, then the test set's):
+    # scores of fewer sentences ($ANNOTATED_SENTENCES) are not the whole set's (older folders
+    # saved no such field, and scored whatever their recipe said, the whole set in every profile
+    # but the smoke runs, which scored 40 and get scored afresh once)
+    limits = [run.config.val_sentences, run.config.test_sentences]
+    same_sentences = saved.get("sentences", [None, None]) == limits
+    return saved["scores"] if same_step and same_decoding and same_sentences else None
 
 
 def final_scores(
@@ -255,6 +261,7 @@ def final_scores(
             )
     record = {"scores": rows, "step": int(run.history.step.max())}
     record["decoding"] = dataclasses.asdict(run.config.decoding)
+    record["sentences"] = [limit for _, limit in splits]
     with atomic_write(RunFolder(run.folder).scores, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1)
     return pd.DataFrame(rows)
