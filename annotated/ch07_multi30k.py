@@ -146,12 +146,10 @@ from annotated.training.runs import train_run
 # training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
 # training step of section 2; on an AMD EPYC, before it, 30.1), 46.3 in float32 on a 2-core
 # Intel Xeon without bf16 instructions (an earlier run of this notebook), 27.3 in bf16 on a
-# 2-core AMD EPYC with bf16 instructions (the run before this one), and 66.2 in float32 on a
-# 2-core AMD EPYC with AVX2 only for the run it shows now (section 5). That run passed the hour:
-# its probe planned the steps for two idle cores (58 a minute, about 52 minutes), other work then
-# shared the cores for its first quarter hour, and the grace of 1.2 times the budget let the
-# schedule finish. `benchmarks/README.md` gives each kind of CPU. The validation BLEU
-# is measured every half epoch, and the time spent measuring it is not counted.
+# 2-core AMD EPYC with bf16 instructions (an earlier run), and 50.8 in float32 on a 2-core AMD
+# EPYC with AVX2 only for the run it shows now (section 5), with the cores to itself: its probe
+# had planned about 51 minutes (60 steps a minute). `benchmarks/README.md` gives each kind of CPU.
+# The validation BLEU is measured every half epoch, and the time spent measuring it is not counted.
 #
 # **For a class.** A lecture has no hour to spare, so a third profile, `class`
 # (`ANNOTATED_PROFILE=class`), runs the same model on a smaller budget: five epochs (760 steps),
@@ -806,10 +804,12 @@ def traced_search(
 #
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
 # seed, batches and 3,040 steps above, on a 2-core AMD EPYC with AVX2 only (no AVX-512, no bf16
-# instructions), so in float32: 66.2 training minutes (the two cores also ran other work for the
-# first quarter hour, so the minutes are no clean measurement), and 40.06 with beam search and 39.55
-# greedy on the 2016 test set. On one kind of CPU with the same thread count the recipe is
-# deterministic, so the same command there gives these scores to the last digit. Another machine
+# instructions), so in float32: 50.8 training minutes, and 40.06 with beam search and 39.55 greedy
+# on the 2016 test set. On one kind of CPU with the same thread count the recipe is deterministic,
+# so the same command there gives these scores to the last digit: the execution before this one
+# (commit dd5b5e5), on the same kind of CPU but beside other work for its first quarter hour,
+# took 66.2 training minutes and printed the same validation BLEU at every half epoch and the same
+# final scores. Another machine
 # adds the products in another order, and bf16 is another arithmetic again, so its run parts ways
 # with this one in the last bits within the first steps and ends as a second sample of the same
 # recipe, up to eight tenths of a point away on each score. The notebook's earlier runs are such

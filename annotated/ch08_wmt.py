@@ -772,34 +772,36 @@ def ddp_check(folder: str | Path, steps: int = 4, processes: int = 2) -> dict:
 # |---|---|---|---|
 # | hardware | 8 P100 GPUs | 8 P100 GPUs | 2 CPU cores |
 # | time | 12 hours (100K steps × 0.4 s) | 3.5 days (300K steps × 1.0 s) | a budget of 20 training minutes |
-# | training cost (Table 2) | 3.3 × 10¹⁸ FLOPs | 2.3 × 10¹⁹ FLOPs | ≈ 8.7 × 10¹³ FLOPs (6 × parameters × tokens, section 8) |
-# | data seen | ≈ 2.5 × 10⁹ target tokens | ≈ 7.5 × 10⁹ | ≈ 1.9 × 10⁶ (427 steps of about 4481) |
-# | newstest2014 BLEU | 27.3 (tokenized) | 28.4 (tokenized) | 0.21 tokenized, 0.21 sacreBLEU (section 8) |
+# | training cost (Table 2) | 3.3 × 10¹⁸ FLOPs | 2.3 × 10¹⁹ FLOPs | ≈ 8.9 × 10¹³ FLOPs (6 × parameters × tokens, section 8) |
+# | data seen | ≈ 2.5 × 10⁹ target tokens | ≈ 7.5 × 10⁹ | ≈ 2.0 × 10⁶ (436 steps of about 4479) |
+# | newstest2014 BLEU | 27.3 (tokenized) | 28.4 (tokenized) | 0.17 tokenized, 0.17 sacreBLEU (section 8) |
 #
 # The gap is not in the code: the sample run went through the paper's recipe step by step. It is in
 # the data and the compute. Ten thousand sentence pairs are about 0.2% of WMT, too few to learn a
 # language pair; news sentences are long and varied, and most words of newstest2014 occur in the
 # sample a handful of times or never. The model is also eight times smaller than the base model and
-# sees under two thousandths of the tokens the base model saw, in 427 steps where the paper takes
+# sees under two thousandths of the tokens the base model saw, in 436 steps where the paper takes
 # 100,000. The run saved here planned them on a 2-core AMD EPYC with AVX2 only, no bf16
 # instructions, so it trained in float32: its probe measured 26 steps a minute (2.3 seconds a step),
-# and 0.096 seconds more a step in the first epoch, whose batch shapes were new to the machine, so
-# 427 steps were to fill 90% of the 20 minutes less the probe's own time. The steps then cost 11%
-# more than the probe had measured (2.57 seconds on average), and training took 18.3 minutes,
+# so 436 steps were to fill 90% of the 20 minutes less the probe's own time. The steps then cost 6%
+# more than the probe had measured (2.44 seconds on average), and training took 17.7 minutes,
 # inside the budget. (An earlier run of this chapter missed its plan by more and was stopped by
 # its time limit: oneDNN's kernel cache, chapter 7 section 2, was too small for the run's batch
 # shapes, and every step cost 1.8 times what the probe measured; that run was on a bf16 Intel
-# Xeon with AMX, whose bf16 products go through oneDNN.) It scored 0.21 BLEU (beam search, averaged
-# weights; 0.11 greedy). As the plan says, the run trains less than its recipe: 427 of its 100,000
+# Xeon with AMX, whose bf16 products go through oneDNN.) It scored 0.17 BLEU (beam search, averaged
+# weights; 0.12 greedy). As the plan says, the run trains less than its recipe: 436 of its 100,000
 # steps. The warmup's 300 were more than two thirds of them, the learning rate had come down only
-# to about 84% of its peak by the end (equation 3), and the training loss was still falling when
-# the run ended. The run before this one, in bf16 on a 2-core AMD EPYC with bf16 instructions, took
-# 1,017 steps in 12.8 minutes and scored 0.33 (`benchmarks/results/ch08-notebook-runs.json`). The
+# to about 83% of its peak by the end (equation 3), and the training loss was still falling when
+# the run ended. The run before this one, on the same kind of CPU, planned 427 steps (its probe
+# found the first epoch's new batch shapes 0.096 seconds a step slower), took 18.3 minutes and scored
+# 0.21; an earlier one, in bf16 on a 2-core AMD EPYC with bf16 instructions, took 1,017 steps in
+# 12.8 minutes and scored 0.33 (both in `benchmarks/results/ch08-notebook-runs.json`). The
 # benchmark record (`benchmarks/results/wmt.json`) holds an earlier run of this profile on that
 # kind of AMD EPYC, trained alone with the book's code of commit 3946b58, whose steps were slower
 # than that run's: it took 732 steps in 20.1 minutes and scored 0.35, about as poor, and still far
 # from a translation. What the model writes is German made of the most frequent words and phrases
-# (*Es ist die*, *die der*) with made-up words between them (section 8 shows three). Read the
+# (*Das Hotel ist die*, *Es ist die*, *die der*) with made-up words between them (*Verhut*,
+# *Verkü*: section 8's table), and often the same sentence for different sources. Read the
 # numbers as a check that the pipeline runs end to end and scores honestly, not as a result. The
 # way to 27.3 is the command in section 9, on the full data, with GPUs.
 
