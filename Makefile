@@ -137,7 +137,8 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # (make's --output-sync), with pytest's ten slowest of each: the Python lane (the unit tests and
 # the student edition, then nbval on the chapters that train on data) and the reader's lane (what
 # a reader gets: the site and the PDF in Chromium, the package installed where Colab would have
-# it, then nbval on the other chapters under other kernels). Each lane's torch uses one thread:
+# it and where a class server would, from one wheel built once, then nbval on the other chapters
+# under other kernels). Each lane's torch uses one thread:
 # two threads beside the other lane's work wait for each other at every operation (a test that
 # trains took four times as long). Nothing one lane writes is read or written by the other: the
 # reader's lane builds _build/ and installs into temporary folders, and only the Python lane
@@ -145,7 +146,7 @@ OTHER_KERNELS := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_
 # (GNU make 3, as macOS ships, has no --output-sync: there the lanes run one after the other.)
 READER_TESTS := tests/test_site.py tests/test_site_layout.py tests/test_try_page.py \
                 tests/test_try_model_config.py tests/test_pdf.py \
-                tests/test_slides.py tests/test_package.py
+                tests/test_slides.py tests/test_package.py tests/test_install.py
 SLOWEST := --durations=10
 LANES := $(if $(filter 3.%,$(MAKE_VERSION)),,-j2 --output-sync=target)
 ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
