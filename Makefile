@@ -21,7 +21,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site slides pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade bench-tests clean
 
 # Every rule with a `## ` description, in the file's order; the names padded to the longest one.
 help:  ## list the targets
@@ -308,6 +308,12 @@ sandbox:  ## install Debian's bubblewrap, the sandbox make grade runs each stude
 # (BENCH_ARGS="--against ../start") an earlier checkout's grader. Run it alone.
 bench-grade: $(STAMP) sandbox  ## benchmark: grading a class of 30 with and without the sandbox; writes benchmarks/results/grade.json
 	$(PY) -m benchmarks.bench_grade $(BENCH_ARGS)
+
+# make test as CI runs it, on a fresh clone of the last commit, with every pytest session counting
+# each test's wall and CPU seconds (benchmarks/pytest_cost.py): the setup, the lanes, the files,
+# and the shortest the run could be with every core busy. Run it alone, ANNOTATED_DATA_DIR set.
+bench-tests: $(STAMP)  ## benchmark: make test on a fresh clone, where its time goes and its floor on these cores; writes benchmarks/results/tests.json
+	$(PY) -m benchmarks.bench_tests $(BENCH_ARGS)
 
 student: $(STAMP)  ## write the student edition (solutions taken out, outputs cleared) into _build/student
 	$(PY) -m tools.student _build/student
