@@ -18,7 +18,8 @@ from benchmarks import bench_tests, pytest_cost
 ROOT = Path(__file__).resolve().parent.parent
 
 # Each test starts a child: one that works 0.6 s of CPU and is waited for, one that only sleeps,
-# and one that works 0.6 s and is still alive (asleep) when its test ends, ended by the next.
+# one that works 0.6 s and is still alive (asleep) when its test ends, ended by the next; and one
+# that leaves an orphan working 0.6 s, which ends (asleep) during the test after.
 TESTS = """
 import subprocess, sys, time
 
@@ -38,6 +39,15 @@ def test_a_busy_child_left_running():
 def test_the_last_one_ends_it():
     LEFT[0].kill()
     LEFT[0].wait()
+
+ORPHAN = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {BURN + 'time.sleep(1.2)'!r}])"
+
+def test_an_orphan_works():
+    subprocess.run([sys.executable, "-c", ORPHAN], check=True)  # its parent ends at once
+    time.sleep(1.2)
+
+def test_the_orphan_ends():
+    time.sleep(1.5)
 """
 
 
@@ -81,6 +91,14 @@ def test_a_child_that_works_counts_and_one_that_sleeps_does_not(costs):
 def test_a_live_descendant_counts_while_it_works_for_the_test(costs):
     # Never waited for within its test, so getrusage alone would give it nothing.
     assert costs["test_a_busy_child_left_running"]["cpu"] >= 0.5, costs
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="subreapers are Linux's")
+def test_an_orphan_counts_while_it_works_and_its_end_takes_nothing_away(costs):
+    # Its parent gone, it would be init's, out of the count; its end would then take its seconds
+    # from the test it ends in (made negative).
+    assert costs["test_an_orphan_works"]["cpu"] >= 0.5, costs
+    assert costs["test_the_orphan_ends"]["cpu"] >= 0, costs
 
 
 def test_the_session_says_who_ran_it_and_when(costs):
