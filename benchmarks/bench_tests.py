@@ -1,14 +1,14 @@
 """make bench-tests: what `make test` costs on a fresh clone, and where its time goes.
 
-This checkout's last commit is cloned into a temporary folder and `make test` runs there as CI runs
-it (`.ci/run`: the setup, then the lanes), with benchmarks/pytest_cost.py loaded in every pytest
-session. The record keeps the whole run's seconds, the setup's (until the first lane's tests
-began), each lane's seconds, every test file's wall and CPU seconds, and the machine's busy CPU
-seconds over the lanes: with nothing else running, that is the work the lanes do, daemons
-included. Divided by the cores and added to the setup's seconds, it gives the shortest the run
-could take on them with every core busy all the time (the floor), which the record sets beside the
-target, ten minutes. Run it alone, with $ANNOTATED_DATA_DIR set as CI sets it (the chapters that
-train on data are skipped without it).
+This checkout's last commit is cloned into a temporary folder (this checkout's ../shared seen
+beside it, as CI has it) and `make test` runs there as CI runs it (`.ci/run`: the setup, then the
+lanes), with benchmarks/pytest_cost.py loaded in every pytest session. The record keeps the whole
+run's seconds, the setup's (until the first lane's tests began), each lane's seconds, every test
+file's wall and CPU seconds, and the machine's busy CPU seconds over the lanes: with nothing else
+running, that is the work the lanes do, daemons included. Divided by the cores and added to the
+setup's seconds, it gives the shortest the run could take on them with every core busy all the
+time (the floor), which the record sets beside the target, ten minutes. Run it alone, with
+$ANNOTATED_DATA_DIR set as CI sets it (the chapters that train on data are skipped without it).
 
     python -m benchmarks.bench_tests [--keep]
 """
@@ -106,6 +106,8 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-tests-"))
     clone, costs = scratch / "clone", scratch / "costs.jsonl"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    if (ROOT.parent / "shared").is_dir():  # ../shared beside the clone, as CI has it
+        (scratch / "shared").symlink_to(ROOT.parent / "shared")
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -134,7 +136,7 @@ def main() -> int:
         "commit": commit,
         "timing": conditions,
         "passed": done.returncode == 0,
-        "seconds": round(seconds),
+        "make test seconds": round(seconds),
         "setup seconds": round(setup),
         "lanes cpu seconds": round(lanes_cpu),
         "cores": cores,
