@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from checkout import copy_tracked
 from needs import missing
 from test_package import (
     DRIVER,
@@ -49,14 +49,9 @@ def readme_without_make() -> list[str]:
 
 
 def _clone(folder: Path) -> None:
-    """What a clone of this checkout holds: its tracked files, as they stand, copied to `folder`.
-    (The checkout is ours even where another user owns it, as in CI's container: safe.directory.)"""
-    git = ["git", "-c", f"safe.directory={ROOT}", "ls-files", "-z"]
-    listed = subprocess.run(git, cwd=ROOT, capture_output=True, check=True, timeout=60)
-    for name in filter(None, listed.stdout.decode().split("\0")):
-        if (ROOT / name).is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, folder / name)
+    """What a clone of this checkout holds: its tracked files, as they stand, copied to `folder`
+    (tests/checkout.py: the checkout is ours even where another user owns it, as in CI)."""
+    copy_tracked(folder)
 
 
 def _activated(venv: Path, home: Path) -> dict[str, str]:

@@ -20,9 +20,9 @@ that changed that very file.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
+import checkout
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,28 +78,14 @@ def test_every_record_names_its_machine_and_its_commit(path):
     )
 
 
-def _history(path: Path) -> list[str] | None:
-    try:
-        found = subprocess.run(
-            ["git", "log", "--format=%H", "--", str(path.relative_to(ROOT))],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return found or None
-
-
 @pytest.mark.parametrize("path", RECORDS, ids=_label)
 def test_last_committed_in_is_a_commit_that_changed_the_record(path):
     record = json.loads(path.read_text(encoding="utf-8"))
     if "last committed in" not in record:
         pytest.skip("names the commit it was measured on")
-    history = _history(path)
+    history = checkout.history(path)
     if history is None:
-        pytest.skip("not a git checkout with this record's history")
+        pytest.skip("not a git checkout with this record's history (or a shallow clone)")
     assert record["last committed in"] in history, (
         f"{_label(path)}: 'last committed in' {record['last committed in']} is not a commit that "
         f"changed this file (`git log -- {_label(path)}`)"

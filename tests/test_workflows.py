@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from checkout import copy_tracked
 from needs import REQUIRE_ALL_ENV, missing
 from packaging.requirements import Requirement
 
@@ -381,15 +382,7 @@ def without_make_variables() -> dict[str, str]:
 
 def fresh_checkout(folder: Path) -> Path:
     """The repository's tracked files, copied into `folder` as actions/checkout would give them."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, folder / name)
-    return folder
+    return copy_tracked(folder)
 
 
 def make_of_this_environment(folder: Path) -> Path:
@@ -533,3 +526,13 @@ def test_make_dist_builds_a_fresh_checkout_with_the_locked_setuptools(tmp_path):
         r"^setuptools==(\S+)$", (ROOT / "constraints.txt").read_text(encoding="utf-8"), re.M
     )
     assert f"Generator: setuptools ({locked.group(1)})" in generator, generator
+
+
+def test_ci_checks_out_the_history_the_records_test_reads():
+    """GitHub clones one commit deep unless told otherwise; there tests/test_records.py's history
+    check could only skip (tests/checkout.py's history() says None for a shallow clone)."""
+    test = load(publish.CI_WORKFLOW)["jobs"][CI_JOB]
+    (checkout_step,) = [
+        s for s in test["steps"] if s.get("uses", "").startswith("actions/checkout@")
+    ]
+    assert checkout_step["with"].get("fetch-depth") == 0, "fetch-depth: 0, the whole history"
