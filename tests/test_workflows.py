@@ -6,6 +6,8 @@ only after CI, current actions, time limits, caches kept after a failure, each t
 kept after a timeout, CI's data steps run from nothing, `make dist` with the locked setuptools.
 `make lint` runs actionlint on them as well."""
 
+import fnmatch
+import itertools
 import os
 import re
 import shlex
@@ -177,13 +179,20 @@ def every_job():
 
 
 def render(template: str, github: dict) -> str | bool:
-    """A workflow value with ${{ }} expressions of `github.x`, '...', ==, && and || in it, worked
-    out for the `github` context given (a lone expression gives its own value, a bool say)."""
+    """A workflow value with ${{ }} expressions of `github.x.y`, '...', ==, && and || in it,
+    worked out for the `github` context given (a lone expression gives its own value, a bool say;
+    an `if:` is one expression without the braces)."""
+
+    def lookup(path: str):
+        value = github
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
 
     def evaluate(expression: str):
-        python = re.sub(r"\bgithub\.(\w+)", r"github['\1']", expression)
+        python = re.sub(r"\bgithub\.([\w.]+)", r"lookup('\1')", expression)
         python = python.replace("&&", " and ").replace("||", " or ")
-        return eval(python, {"__builtins__": {}}, {"github": github})  # noqa: S307
+        return eval(python, {"__builtins__": {}}, {"lookup": lookup})  # noqa: S307
 
     whole = re.fullmatch(r"\$\{\{(.*)\}\}", template.strip(), re.S)
     if whole:
@@ -236,8 +245,16 @@ def test_a_release_publishes_only_what_passed_ci_and_may_be_run_again():
         needs = [needs] if isinstance(needs, str) else needs
         return set(needs).union(*(upstream(need) for need in needs))
 
-    ungated = sorted(name for name in jobs if name != gate and gate not in upstream(name))
+    before = upstream(gate)  # what CI waits for: the tag's check, which publishes nothing
+    ungated = sorted(
+        name for name in jobs if name != gate and name not in before and gate not in upstream(name)
+    )
     assert not ungated, f"jobs that run whether CI passes or not: {ungated}"
+    # The tag is checked before CI's forty minutes, by a job that can publish nothing.
+    (tag_check,) = [name for name in before if not jobs[name].get("needs")]
+    tag_runs = [step.get("run", "") for step in jobs[tag_check]["steps"]]
+    assert 'python3 -m tools.publish tag "$GITHUB_REF_NAME"' in tag_runs
+    assert "permissions" not in jobs[tag_check] and "environment" not in jobs[tag_check]
     (publishing,) = [s for s in steps(release) if s.get("uses", "").startswith("pypa/")]
     assert publishing["with"]["skip-existing"] is True, "a re-run must skip what was uploaded"
     (making,) = [s["run"] for s in steps(release) if "gh release" in s.get("run", "")]
@@ -332,7 +349,7 @@ def test_caches_are_saved_whatever_the_outcome_under_keys_of_each_job():
             (save,) = [step for step in saves if step["with"]["key"] == primary]
             assert save["with"]["path"] == restore["with"]["path"]
             assert save["if"].startswith("always()"), f"{name}, {job_id}: save it on failure too"
-    assert len(owners) >= 4
+    assert len(owners) >= 3
 
 
 def test_each_lane_of_make_test_leaves_its_log_even_when_stopped(tmp_path):
@@ -536,3 +553,206 @@ def test_ci_checks_out_the_history_the_records_test_reads():
         s for s in test["steps"] if s.get("uses", "").startswith("actions/checkout@")
     ]
     assert checkout_step["with"].get("fetch-depth") == 0, "fetch-depth: 0, the whole history"
+
+
+# --- Each action's inputs, as its pinned major declares them -----------------------------------
+
+# The inputs each action declares in its action.yml at the release named (read from the action's
+# own repository; restore/ and save/ for actions/cache). actionlint knows the inputs of the majors
+# it was built with and lets those of newer ones through unchecked, so a misspelt input (`fetch_depth`)
+# or one a new major dropped would pass `make lint` and be ignored by GitHub with a warning. A new
+# major (Dependabot's pull request) fails here until its inputs are read again.
+ACTION_INPUTS = {
+    ("actions/checkout", 7): ("v7.0.1", {
+        "allow-unsafe-pr-checkout", "clean", "fetch-depth", "fetch-tags", "filter",
+        "github-server-url", "lfs", "path", "persist-credentials", "ref", "repository",
+        "set-safe-directory", "show-progress", "sparse-checkout", "sparse-checkout-cone-mode",
+        "ssh-key", "ssh-known-hosts", "ssh-strict", "ssh-user", "submodules", "token",
+    }),
+    ("actions/setup-node", 7): ("v7.0.0", {
+        "architecture", "cache", "cache-dependency-path", "check-latest", "mirror",
+        "mirror-token", "node-version", "node-version-file", "package-manager-cache",
+        "registry-url", "scope", "token",
+    }),
+    ("actions/cache/restore", 5): ("v5.0.5", {
+        "enableCrossOsArchive", "fail-on-cache-miss", "key", "lookup-only", "path",
+        "restore-keys",
+    }),
+    ("actions/cache/save", 5): ("v5.0.5", {
+        "enableCrossOsArchive", "key", "path", "upload-chunk-size",
+    }),
+    ("actions/upload-artifact", 7): ("v7.0.0", {
+        "archive", "compression-level", "if-no-files-found", "include-hidden-files", "name",
+        "overwrite", "path", "retention-days",
+    }),
+    ("actions/download-artifact", 8): ("v8.0.1", {
+        "artifact-ids", "digest-mismatch", "github-token", "merge-multiple", "name", "path",
+        "pattern", "repository", "run-id", "skip-decompress",
+    }),
+    ("actions/upload-pages-artifact", 5): ("v5.0.0", {
+        "include-hidden-files", "name", "path", "retention-days",
+    }),
+    ("actions/deploy-pages", 5): ("v5.0.0", {
+        "artifact_name", "error_count", "preview", "reporting_interval", "timeout", "token",
+    }),
+    # Pinned to a commit (below); the inputs as of v1.8.14's action.yml, the newest read here.
+    ("pypa/gh-action-pypi-publish", 1): ("v1.8.14", {
+        "packages-dir", "packages_dir", "password", "print-hash", "print_hash", "repository-url",
+        "repository_url", "skip-existing", "skip_existing", "user", "verbose", "verify-metadata",
+        "verify_metadata",
+    }),
+}  # fmt: skip
+PINNED_USE = re.compile(r"uses:\s*(\S+)@([0-9a-f]{40})\s+#\s*v(\d+)\.\d+\.\d+\s*$", re.M)
+
+
+def action_major(path_name: str, uses: str) -> tuple[str, int]:
+    """An action's name and its major: `actions/checkout@v7` -> 7; a commit pin reads the major
+    from the version its line's comment names (`@<sha> # v1.14.1` -> 1)."""
+    action, _, ref = uses.partition("@")
+    tagged = re.fullmatch(r"v(\d+)", ref)
+    if tagged:
+        return action, int(tagged.group(1))
+    text = (publish.WORKFLOWS / path_name).read_text(encoding="utf-8")
+    pins = [m for m in PINNED_USE.finditer(text) if f"{m.group(1)}@{m.group(2)}" == uses]
+    assert pins, f"{path_name}: {uses}: pin a major (vN), or a commit with '# vX.Y.Z' after it"
+    return action, int(pins[0].group(3))
+
+
+def unknown_inputs(path_name: str, step: dict) -> list[str]:
+    action, major = action_major(path_name, step["uses"])
+    assert (action, major) in ACTION_INPUTS, f"{path_name}: {action} v{major}: read its inputs"
+    return sorted(set(step.get("with", {})) - ACTION_INPUTS[(action, major)][1])
+
+
+def test_every_input_a_step_gives_is_one_its_actions_major_declares():
+    for name, job_id, job in every_job():
+        for step in job.get("steps", []):
+            if "uses" in step:
+                bogus = unknown_inputs(name, step)
+                assert not bogus, f"{name}, {job_id}: {step['uses']} has no input {bogus}"
+    # The check itself: a misspelt input is named, and so is a major whose inputs were not read.
+    assert unknown_inputs("ci.yml", {"uses": "actions/checkout@v7", "with": {"fetch_depth": 0}})
+    with pytest.raises(AssertionError, match="read its inputs"):
+        unknown_inputs("ci.yml", {"uses": "actions/checkout@v8"})
+
+
+def test_the_publishing_action_is_pinned_to_a_commit_in_the_job_that_can_publish():
+    release = load(publish.RELEASE_WORKFLOW)
+    (step,) = [s for s in release["jobs"]["pypi"]["steps"] if s.get("uses", "").startswith("pypa/")]
+    action, _, ref = step["uses"].partition("@")
+    assert re.fullmatch(r"[0-9a-f]{40}", ref), f"{step['uses']}: a moving ref where a token is held"
+    assert action_major(publish.RELEASE_WORKFLOW, step["uses"]) == (action, 1)
+
+
+# --- What a release publishes: the wheel, the sdist and the PDF, nothing else ------------------
+
+
+def uploads(workflow: dict) -> dict[str, str]:
+    """Every artifact a workflow's run uploads, name -> path, a called workflow's included (its
+    names worked out for each value of its matrix)."""
+    found = {}
+    for job in workflow["jobs"].values():
+        called = job.get("uses", "")
+        if called.startswith("./.github/workflows/"):
+            found |= uploads(load(called.rsplit("/", 1)[1]))
+            continue
+        matrix = job.get("strategy", {}).get("matrix", {}) or {}
+        combos = [dict(zip(matrix, c, strict=True)) for c in itertools.product(*matrix.values())]
+        for step in job.get("steps", []):
+            if step.get("uses", "").startswith("actions/upload-artifact@"):
+                for combo in combos:
+                    artifact = step["with"]["name"]
+                    for key, value in combo.items():
+                        artifact = artifact.replace(f"${{{{ matrix.{key} }}}}", str(value))
+                    found[artifact] = step["with"]["path"]
+    return found
+
+
+def downloaded(step: dict, artifacts: set[str]) -> set[str]:
+    """The artifacts of the run a download-artifact step fetches: the one it names, those its
+    pattern matches, or, with neither, every artifact of the run (the action's own rule)."""
+    given = step.get("with", {})
+    if "name" in given:
+        return {given["name"]} & artifacts
+    if "pattern" in given:
+        return {name for name in artifacts if fnmatch.fnmatchcase(name, given["pattern"])}
+    return set(artifacts)
+
+
+def test_the_release_attaches_exactly_the_wheel_the_sdist_and_the_pdf():
+    release = load(publish.RELEASE_WORKFLOW)
+    artifacts = uploads(release)
+    assert any(name.startswith("test-logs-") for name in artifacts), "CI's logs are in the run"
+    job = release["jobs"]["github-release"]
+    (making,) = [s["run"] for s in job["steps"] if "gh release" in s.get("run", "")]
+    attached = re.findall(r"\s(\S+)/\*", making)
+    assert attached and set(attached) == {"assets"}, making
+    into_assets = set()
+    for step in job["steps"]:
+        fetches = step.get("uses", "").startswith("actions/download-artifact@")
+        if fetches and step["with"].get("path", ".").rstrip("/") == "assets":
+            into_assets |= downloaded(step, set(artifacts))
+    assert into_assets == {"dist", "pdf"}, f"the release would attach {sorted(into_assets)}"
+    assert artifacts["dist"].rstrip("/") == "dist"  # make dist: the wheel and the sdist alone
+    assert artifacts["pdf"] == "_build/pdf/the-annotated-transformer.pdf"
+    # The check itself: a download that names nothing takes the logs too.
+    assert "test-logs-python-3.11" in downloaded({"with": {"path": "assets/"}}, set(artifacts))
+
+
+# --- The site deploys what CI passed, after it ---------------------------------------------------
+
+
+def test_the_site_is_built_only_after_ci_passed_on_a_push_to_main():
+    site, ci = load(publish.SITE_WORKFLOW), load(publish.CI_WORKFLOW)
+    on = triggers(site)
+    assert "push" not in on, "a push would deploy before CI has a word"
+    assert on["workflow_run"] == {
+        "workflows": [ci["name"]],
+        "types": ["completed"],
+        "branches": ["main"],
+    }
+    build = site["jobs"]["build"]
+
+    def builds(event: str, conclusion: str | None = None, trigger: str = "push") -> bool:
+        run = {"conclusion": conclusion, "event": trigger, "head_sha": "abc"}
+        github = {"event_name": event, "event": {"workflow_run": run}, "sha": "def"}
+        return bool(render("${{ " + build["if"] + " }}", github))
+
+    assert builds("workflow_run", "success")
+    assert not builds("workflow_run", "failure") and not builds("workflow_run", "cancelled")
+    assert not builds("workflow_run", "success", trigger="pull_request")  # a fork's main
+    assert builds("workflow_dispatch")
+    (checkout_step,) = [
+        s for s in build["steps"] if s.get("uses", "").startswith("actions/checkout@")
+    ]
+    ref = checkout_step["with"]["ref"]
+    assert render(ref, {"event": {"workflow_run": {"head_sha": "abc"}}, "sha": "def"}) == "abc"
+    assert render(ref, {"event": {}, "sha": "def"}) == "def"  # started by hand
+    assert site["jobs"]["deploy"]["needs"] == "build"
+
+
+# --- CONTRIBUTING's one-time steps, in an order that works the first time -----------------------
+
+
+def one_time_steps() -> list[str]:
+    """The numbered steps under CONTRIBUTING.md's "Once, by a person:", each as one line."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    block = text.split("**Once, by a person:**", 1)[1].split("\n\n**", 1)[0]
+    return [" ".join(step.split()) for step in re.split(r"\n(?=\d+\. )", block.strip())]
+
+
+def first_step(steps_: list[str], pattern: str) -> int:
+    (index,) = [i for i, step in enumerate(steps_) if re.search(pattern, step)][:1] or [None]
+    assert index is not None, f"no step matches {pattern!r}: {steps_}"
+    return index
+
+
+def test_contributing_enables_pages_before_the_first_push_deploys_the_site():
+    steps_ = one_time_steps()
+    assert [int(step.split(".", 1)[0]) for step in steps_] == list(range(1, len(steps_) + 1))
+    pages = first_step(steps_, r"\*\*Enable Pages\*\*")
+    push = first_step(steps_, r"\bpush `main`")
+    assert pages < push, f"step {pages + 1} enables Pages, step {push + 1} already pushes"
+    # The check itself: the old order (push in step 1, Pages in step 3) is refused.
+    old = ["1. **Create the repository** and push `main` to it.", "2. x", "3. **Enable Pages**: y"]
+    assert first_step(old, r"\*\*Enable Pages\*\*") > first_step(old, r"\bpush `main`")
