@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,6 +34,7 @@ import time
 import torch
 
 from annotated.base import fast_step
+from annotated.base.devices import PRECISION_ENV, chosen_precision
 from annotated.base.files import atomic_write
 from annotated.base.threads import use_fair_threads
 from annotated.ch03_training import autocast
@@ -125,8 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "timing": timing.conditions(),
     }
+    precision = chosen_precision("auto", torch.device("cpu"))
+    entry["precision"] = precision
+    key = f"{machine_label()}, {args.candidate}"  # one entry per kind of machine
+    if os.environ.get(PRECISION_ENV, "").strip():  # a precision asked for: an entry of its own
+        key += f", {precision} ({PRECISION_ENV})"
     record = read_json_object(RECORD)
-    record[f"{machine_label()}, {args.candidate}"] = entry  # one entry per kind of machine
+    record[key] = entry
     with atomic_write(RECORD, "w", encoding="utf-8") as handle:
         json.dump(record, handle, indent=1)
     print(entry)
