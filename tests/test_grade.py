@@ -8,12 +8,17 @@ tests/test_grade_wire.py and tests/test_sheets.py the grader's parts on their ow
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import subprocess
+import sys
+import sysconfig
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from needs import missing
 
 from tools import book, grade, student
@@ -116,3 +121,89 @@ def test_the_sheet_says_who_solved_what(class_folder):
 def test_a_folder_without_notebooks_is_refused_with_what_to_do(tmp_path, capsys):
     assert grade.main([str(tmp_path)]) == 2
     assert "subfolder named after them" in capsys.readouterr().err
+
+
+# --- Before a class: the book's own solved chapter, through the same sandbox --------------------
+
+
+def honest_class(folder: Path) -> Path:
+    nbformat.write(chapter_1(solved=True), folder / "ada.ipynb")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_grader_that_fails_its_own_solved_chapter_grades_nobody(tmp_path, capsys, monkeypatch):
+    """The sandbox made unable to import torch (an empty folder shown where torch's is): every
+    honest student would get "the process ended", so nobody is graded, the exit
+    status says so, and one line says what the sandbox could not reach."""
+    if shutil.which("bwrap") is None:
+        missing("needs bubblewrap, make grade's sandbox (make sandbox installs Debian's)")
+    from tools import sandbox
+
+    (tmp_path / "class").mkdir()
+    folder = honest_class(tmp_path / "class")
+    kept = sandbox.grader_files
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    torch_folder = str(Path(torch.__file__).resolve().parent)
+    monkeypatch.setattr(
+        sandbox, "grader_files", lambda: [*kept(), "--ro-bind", str(empty), torch_folder]
+    )
+    assert grade.main([str(folder)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "nobody was graded" in err and "the book does not load" in err and "torch" in err, err
+    assert not (folder / "grades").exists()
+    monkeypatch.setattr(sandbox, "grader_files", kept)
+    assert grade.rehearsal() is None  # the same grader, as it is, passes its own chapter
+
+
+@pytest.mark.slow
+def test_a_checkout_whose_venv_links_another_checkouts_environment_grades_its_class(tmp_path):
+    """As a shared class server may have it: checkout B installed the book into B/.venv in
+    editable mode, and checkout A's .venv is a link to B/.venv. Graded from A, the honest student
+    passes: the sandbox's worker imports A's book (the grader's), not B's folder, which the
+    sandbox does not show."""
+    if shutil.which("bwrap") is None:
+        missing("needs bubblewrap, make grade's sandbox (make sandbox installs Debian's)")
+    from checkout import copy_tracked
+
+    other, here = copy_tracked(tmp_path / "B"), copy_tracked(tmp_path / "A")
+    venv = other / ".venv"  # pip, setuptools and the rest are this environment's, seen from it
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    # This environment's packages (torch, jupytext...) seen from B's, as if installed there.
+    (Path(site) / "this-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    done = subprocess.run(
+        [*install, "--no-index", "-e", str(other)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (here / ".venv").symlink_to(venv)
+    which = subprocess.run(
+        [str(python), "-c", "import annotated; print(annotated.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert which.stdout.strip().startswith(str(other)), "B's environment imports B's book"
+    (tmp_path / "class").mkdir()
+    folder = honest_class(tmp_path / "class")
+    graded = subprocess.run(
+        [str(here / ".venv" / "bin" / "python"), "-m", "tools.grade", str(folder)],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}},
+    )
+    assert graded.returncode == 0, graded.stderr
+    rows = list(csv.reader((folder / "grades" / "grades.csv").open(encoding="utf-8")))
+    assert rows[1][:3] == ["ada", "pass", "pass"], rows

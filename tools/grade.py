@@ -37,6 +37,7 @@ import os
 import re
 import secrets
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -49,6 +50,7 @@ from tools.sandbox import (
     MEMORY_BYTES,
     TIMEOUT_S,
     Limits,
+    book_problem,
     run_worker,
     sandbox_problem,
 )
@@ -202,6 +204,58 @@ def grade(folder: Path, limits: Limits = DEFAULTS, log=print) -> Sheet:
     return sheet
 
 
+REHEARSAL = "ch01_attention"  # the solved chapter graded before any student's notebook
+
+
+def rehearsal(limits: Limits = DEFAULTS) -> str | None:
+    """The book's own solved chapter graded as a student's notebook is, through the same sandbox
+    and limits: None when every exercise passes, else one line saying what failed, what the
+    sandbox could not reach and what to do. A grader that cannot pass its own solutions would
+    fail every honest student, so then nobody is graded."""
+    from tools import book  # jupytext: needed here only, and only by the grader's side
+
+    notebook = book.read_chapter(Path(annotated.__file__).resolve().parent / f"{REHEARSAL}.py")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"{REHEARSAL}.ipynb"
+        path.write_text(json.dumps(notebook), encoding="utf-8")
+        results = grade_notebook(path, limits)
+    failed = {k: r for k, r in results.items() if r.status is not Status.PASS}
+    if results and not failed:
+        return None
+    first = next(iter(failed.items()), (NOTEBOOK, Result(Status.ERROR, "no exercise graded")))
+    where = "the sandbox" if limits.sandbox else "this machine (--no-sandbox)"
+    reason = book_problem(limits)
+    reached = f"; there the book does not load: {reason}" if reason else ""
+    return (
+        f"grade: nobody was graded: the book's own solved {REHEARSAL} fails in {where} "
+        f"(exercise {first[0]}: {first[1].status.value}, {first[1].line}){reached}. "
+        f"{what_to_do()}"
+    )
+
+
+def what_to_do() -> str:
+    """Advice for a failed rehearsal: where this environment's book was installed from, if that
+    is not the book the grader runs, else the usual remedies."""
+    from importlib import metadata
+
+    here = Path(annotated.__file__).resolve().parent.parent
+    try:
+        text = metadata.distribution("annotated-transformer-book").read_text("direct_url.json")
+        url = json.loads(text or "{}").get("url", "")
+    except (metadata.PackageNotFoundError, ValueError):
+        url = ""
+    installed = Path(url.removeprefix("file://")) if url.startswith("file://") else None
+    if installed is not None and installed.resolve() != here:
+        return (
+            f"This environment's book is an install of {installed}, not of {here}: run make grade "
+            f"from {installed}, or give {here} an environment of its own (make setup)."
+        )
+    return (
+        "Check that make sandbox installed bubblewrap and that this Python's environment is "
+        "readable by every user (make setup), then run make grade again."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.grade", description=__doc__.splitlines()[0]
@@ -236,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 2
     limits = Limits(args.timeout, args.call_timeout, int(args.memory * 2**30), not args.no_sandbox)
+    failed = rehearsal(limits)
+    if failed:
+        print(failed, file=sys.stderr)
+        return 3
     sheet = grade(args.folder, limits)
     csv_path, html_path = write_sheet(sheet, args.out or args.folder / "grades", limits.sandbox)
     print(f"grade: {len(sheet)} students; wrote {csv_path} and {html_path}")

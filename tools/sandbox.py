@@ -31,6 +31,7 @@ import annotated
 from tools.wire import DONE
 
 TOOLS = Path(__file__).resolve().parent
+BOOK = Path(annotated.__file__).resolve().parent  # the book the grader imports and judges with
 TIMEOUT_S = 120  # a notebook: its cells and all its calls
 CALL_TIMEOUT_S = 10  # one call of a student's function on one input
 MEMORY_BYTES = 4 * 2**30  # address space (torch alone reserves about 0.7 GiB)
@@ -124,8 +125,11 @@ def python_folders() -> list[str]:
 
 
 def grader_files() -> list[str]:
-    """The worker and the modules it imports, read-only in GRADER/tools (and nothing else of
-    the checkout)."""
+    """The worker and the modules it imports, read-only in GRADER/tools, and the grader's own
+    book in GRADER/annotated (nothing else of the checkout). The worker puts GRADER first on its
+    path, so it imports the very book the grader judges with: the environment's own install may
+    point elsewhere (an editable install of another checkout, whose folder the sandbox does not
+    show, where `.venv` is a link to that checkout's environment)."""
     command = [
         "--perms",
         "0755",
@@ -138,6 +142,7 @@ def grader_files() -> list[str]:
     ]
     for name in WORKER_FILES:
         command += ["--ro-bind", str(TOOLS / name), f"{GRADER}/tools/{name}"]
+    command += ["--ro-bind", str(BOOK), f"{GRADER}/annotated"]
     return command
 
 
@@ -184,7 +189,7 @@ def readable_roots() -> list[Path]:
     roots.update(
         Path(entry) for entry in sys.path if entry.endswith(("site-packages", "dist-packages"))
     )
-    roots.add(Path(annotated.__file__).resolve().parent)
+    roots.add(BOOK)
     system = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")]
     kept = sorted(
         root.resolve()
@@ -231,6 +236,25 @@ def sandbox_problem() -> str | None:
             "--no-sandbox to run the students' code with your rights"
         )
     return None
+
+
+def book_problem(limits: Limits) -> str | None:
+    """What stops the book's own code from loading where the students' code runs (the sandbox,
+    or this machine under --no-sandbox): the last line of the error, or None when it loads."""
+    start = f"import sys; sys.path.insert(0, {str(GRADER if limits.sandbox else TOOLS.parent)!r})"
+    load = "import torch, annotated.exercises"
+    with tempfile.TemporaryDirectory() as scratch:
+        if limits.sandbox and os.geteuid() == 0:
+            os.chown(scratch, NOBODY, NOBODY)
+        arguments = ["-c", f"{start}; {load}"]
+        if limits.sandbox:
+            command = sandbox_command(Path(scratch), arguments)
+        else:
+            command = [environment_python(), "-I", *arguments]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=scratch)
+    if done.returncode == 0:
+        return None
+    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
 
 
 # --- the supervision ----------------------------------------------------------------------------
