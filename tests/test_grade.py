@@ -167,19 +167,15 @@ def test_a_checkout_whose_venv_links_another_checkouts_environment_grades_its_cl
     if shutil.which("bwrap") is None:
         missing("needs bubblewrap, make grade's sandbox (make sandbox installs Debian's)")
     from checkout import copy_tracked
+    from test_package import purelib_of
 
     other, here = copy_tracked(tmp_path / "B"), copy_tracked(tmp_path / "A")
     venv = other / ".venv"  # pip, setuptools and the rest are this environment's, seen from it
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
     # This environment's packages (torch, jupytext...) seen from B's, as if installed there.
-    (Path(site) / "this-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pth = purelib_of(python) / "this-environment.pth"
+    pth.write_text(sysconfig.get_paths()["purelib"] + "\n")
     install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
     done = subprocess.run(
         [*install, "--no-index", "-e", str(other)], capture_output=True, text=True, timeout=600

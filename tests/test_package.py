@@ -214,13 +214,18 @@ def _see_this_torch(python: Path, torch_only: Path) -> None:
     files = metadata.distribution("torch").files or []
     for top in sorted({Path(f).parts[0] for f in files if Path(f).parts[0] != ".."}):
         (torch_only / top).symlink_to(here / top)
+    (purelib_of(python) / "colab-torch.pth").write_text(f"{torch_only}\n")
+
+
+def purelib_of(python: Path) -> Path:
+    """The site-packages folder of the environment `python` belongs to."""
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    (Path(site) / "colab-torch.pth").write_text(f"{torch_only}\n")
+    return Path(site)
 
 
 def _colab_like(venv: Path) -> Path:
