@@ -4,23 +4,24 @@
 # *Paper: sections 1 and 2 (why the paper mattered), section 4 and Table 1 (why self-attention).*
 #
 # This book rebuilds the Transformer of Vaswani et al., *Attention Is All You Need* (NeurIPS 2017,
-# arXiv 1706.03762), from its first equation to a model that translates German into English, and
-# trains it for real. Each chapter puts the paper's ideas in plain words next to the code that
-# implements them, with the section numbers of the paper so you can read the two side by side,
-# and ends each idea with something you can check: an assertion, a table or a chart.
+# arXiv 1706.03762). It goes from the paper's first equation to a model that translates German
+# into English, and it trains that model for real. Each chapter puts the paper's ideas in plain
+# words next to the code that implements them. It cites the paper's section numbers, so you can
+# read the two side by side. And it ends each idea with something you can check: an assertion, a
+# table or a chart.
 #
 # ## How to use this book
 #
 # | you want to | do this |
 # |---|---|
-# | read | open the HTML site: `make book` builds it in `_build/html/`, which works offline, from a laptop or any web server |
+# | read | open the HTML site: `make site` builds it in `_build/html/` from the saved notebooks; it works offline, from a laptop or any web server |
 # | run and change the code | `make book` once, then `make lab`, and open a chapter in `notebooks/` |
-# | check everything still works | `make test`: the unit tests, and every notebook re-executed, each cell's output compared with its saved one (progress-bar times, memory addresses and thread counts masked) except in the cells marked `NBVAL_IGNORE_OUTPUT`: timings, trained weights, and what depends on the machine. Chapters 7 to 9 train only their tiny `smoke` profile there, and their training cells are among those not compared |
+# | check everything still works | `make test`: the unit tests, and every notebook re-executed with each cell's output compared with its saved one. Progress-bar times, memory addresses and thread counts are masked. Cells marked `NBVAL_IGNORE_OUTPUT` are not compared: timings, trained weights, and what depends on the machine. Chapters 7 to 9 train only their tiny `smoke` profile there, and their training cells are not compared |
 # | reuse the code | `from annotated.ch02_model import make_model`: every chapter is an importable module |
 #
-# Each chapter exists twice: `annotated/chNN_topic.py` is the source (a plain Python file that
-# Jupytext reads as a notebook), and `notebooks/chNN_topic.ipynb` is generated from it and saved
-# *with* its outputs. Edit the `.py`; `make notebooks` regenerates the notebook and `make book`
+# Each chapter exists twice. The source is `annotated/chNN_topic.py`, a plain Python file that
+# Jupytext reads as a notebook. Its twin, `notebooks/chNN_topic.ipynb`, is generated from it and
+# saved *with* its outputs. Edit the `.py`; `make notebooks` regenerates the notebook, and `make book`
 # re-executes whichever chapters changed. Everything runs on a laptop CPU; a GPU is optional.
 #
 # ## The chapters
@@ -34,10 +35,10 @@
 # | 4 Copy task | — | a first model trained end to end, and greedy decoding |
 # | 5 From text to batches | §5.1 | Multi30k sentences, spaCy tokens, word vocabularies, shared BPE subwords, batches by token count |
 # | 6 Decoding and scoring | §6.1 | a key/value cache, beam search with a length penalty, the `Translator`, BLEU and chrF |
-# | 7 Multi30k | §5.2–5.4, §6.1 | German→English trained in an hour on a laptop CPU: the recipe, the run, checkpoint averaging, scores, attention maps |
-# | 8 WMT 2014 | §3.4, §5, §6, Tables 2–3 | the paper's recipe end to end: shared embeddings, 25,000-token steps, multi-GPU training with `torchrun`, Table 2 |
+# | 7 Multi30k | §3.2, §5.2–5.4, §6.1 | German→English trained in an hour on a laptop CPU: the recipe, the run, checkpoint averaging, scores, attention maps |
+# | 8 WMT 2014 | §3.4, §5, §6.1, Tables 2–3 | the paper's recipe end to end: shared embeddings, 25,000-token steps, multi-GPU training with `torchrun`, Table 2 |
 # | 9 Table 3 at Multi30k scale | §6.2, Table 3 | every row of the paper's model variations trained on Multi30k, with a noise band from three seeds |
-# | 10 Conclusion | §7 | what the book built, and where to go next |
+# | 10 Conclusion | §7, Tables 1–2 | what the book built, and where to go next |
 # | 11 Appendix: Lab notebook | — | the history of the Multi30k runs: what was tried, and what it changed |
 #
 # Chapters build on each other: chapter 2 imports chapter 1's attention, chapter 3 imports
@@ -95,24 +96,24 @@ from annotated.ch01_attention import attention
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Why the paper mattered (sections 1 and 2)
 #
-# In 2017 the best translation systems were *recurrent*: an RNN (usually an LSTM) reads a
-# sentence one token at a time, and its state after token $t$ is computed from its state after
-# token $t-1$. That chain is the problem. To process position 50 you must first finish positions
-# 1 to 49, so the work along a sentence cannot be spread over the thousands of arithmetic units
-# of a GPU; only the work *across* sentences in a batch can, and memory limits how large a batch
-# may be. The chain also makes long-range dependencies hard to learn: information from the first
-# word must survive every intermediate step to reach the last.
+# In 2017 the best translation systems were *recurrent*. A recurrent network (an RNN, usually an
+# LSTM) reads a sentence one token at a time. Its state after token $t$ is computed from its state
+# after token $t-1$, and that chain is the problem. To process position 50 you must first finish
+# positions 1 to 49. So the work along a sentence cannot be spread over the thousands of arithmetic
+# units of a GPU. Only the work *across* the sentences of a batch can, and memory limits how large
+# a batch may be. The chain also makes long-range dependencies hard to learn: information from the
+# first word must survive every step in between to reach the last.
 #
 # Convolutional models (the Extended Neural GPU, ByteNet, ConvS2S) removed the chain: every
-# position is computed at once. But a convolution only sees a small window, so relating two
-# distant positions takes a stack of layers, a number that grows linearly with the distance for
-# ConvS2S and logarithmically for ByteNet.
+# position is computed at once. But a convolution sees only a small window. Relating two distant
+# positions therefore takes a stack of layers, and the number of layers grows with the distance:
+# linearly for ConvS2S, logarithmically for ByteNet.
 #
-# The Transformer's proposal is to use **attention alone**: in one layer, every position looks
-# directly at every other position, so any two positions are one step apart, and all positions
-# are computed in parallel. The price, as section 2 puts it in its own words, is resolution: each
-# position receives an average of the positions it attends to, weighted by attention, and an
-# average blurs detail; multi-head attention (chapter 1) is the paper's remedy.
+# The Transformer's proposal is to use **attention alone**. In one layer, every position looks
+# directly at every other position. Any two positions are then one step apart, and all positions
+# are computed in parallel. Section 2 also names the price, which we paraphrase here as a loss of
+# resolution. Each position receives an average of the positions it attends to, weighted by
+# attention, and an average blurs detail. Multi-head attention (chapter 1) is the paper's remedy.
 #
 # ## Why self-attention (section 4, Table 1)
 #
@@ -141,21 +142,21 @@ TABLE_1 = pd.DataFrame(
 # TABLE_1
 
 # %% [markdown]
-# Self-attention costs $n^2 d$ (every pair of positions, a dot product of width $d$), a recurrent
-# layer $n d^2$ (a $d \times d$ matrix product at each of $n$ steps). So self-attention is
-# *cheaper* whenever $n < d$, which is the usual case in translation: sentences have tens of
-# tokens, and the paper's $d = 512$. For very long sequences the $n^2$ term wins, which is why
-# the paper mentions the restricted variant.
+# Self-attention costs $n^2 d$: a dot product of width $d$ for every pair of positions. A recurrent
+# layer costs $n d^2$: a $d \times d$ matrix product at each of $n$ steps. So self-attention is
+# *cheaper* whenever $n < d$. That is the usual case in translation, where sentences have tens of
+# tokens and the paper's $d = 512$. For very long sequences the $n^2$ term wins, which is why the
+# paper also lists a restricted variant.
 #
 # ### Measuring it
 #
-# Big-O notation hides constants, so let us count. Below are a recurrent layer
-# $h_t = \tanh(x_t W + h_{t-1} U)$ and the self-attention of chapter 1 (queries, keys and values
-# all equal to the input, as Table 1 assumes). We run each on one sequence and let PyTorch count
-# for us: `FlopCounterMode` counts the floating-point operations of every matrix product, and a
-# small dispatch hook counts the matrix products themselves. In the recurrent layer each product
-# needs the previous one's result, so their number is the length of the sequential chain. (The
-# chart's drawing code is in `annotated/figures/ch00_preface.py`.)
+# Big-O notation hides constants, so let us count. Below are two layers. One is a recurrent layer,
+# $h_t = \tanh(x_t W + h_{t-1} U)$. The other is the self-attention of chapter 1, with queries, keys
+# and values all equal to the input, as Table 1 assumes. We run each on one sequence and let
+# PyTorch do the counting. Its `FlopCounterMode` counts the floating-point operations (FLOPs) of
+# every matrix product, and a small dispatch hook counts the matrix products themselves. In the
+# recurrent layer each product needs the previous one's result, so their number is the length of
+# the sequential chain. The chart's drawing code is in `annotated/figures/ch00_preface.py`.
 
 
 # %%
@@ -225,20 +226,20 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
 # Table 1 states orders of growth only, so it has no constants to compare with. The counts supply
 # the constants, and they grow as the table's first two columns predict:
 #
-# * the recurrent layer does $4 n d^2$ operations ($2nd^2$ for the input projection, $2nd^2$ for
-#   the recurrence), self-attention $4 n^2 d$ ($2n^2 d$ for the scores $QK^\top$, $2n^2 d$ for
-#   weighting the values); the curves cross at $n = d = 512$, and below that self-attention is
-#   the cheaper operation (the self-attention count leaves out the four projections a real
-#   attention sub-layer wraps around the operation; exercise 0.1 counts them);
-# * self-attention runs **2** matrix products whatever the length (scores, then weighted sum),
-#   the recurrent layer $n + 1$ (one for all inputs at once, then one per position, each waiting
-#   for the last).
+# * **Arithmetic.** The recurrent layer does $4 n d^2$ operations: $2nd^2$ for the input
+#   projection and $2nd^2$ for the recurrence. Self-attention does $4 n^2 d$: $2n^2 d$ for the
+#   scores $QK^\top$ and $2n^2 d$ for weighting the values. The curves cross at $n = d = 512$, and
+#   below that self-attention is the cheaper operation. This count leaves out the four
+#   projections that a real attention sub-layer wraps around the operation; exercise 0.1 counts
+#   them.
+# * **Matrix products in a row.** Self-attention runs **2** whatever the length: the scores, then
+#   the weighted sum. The recurrent layer runs $n + 1$: one for all inputs at once, then one per
+#   position, each waiting for the last.
 #
-# The second point is the one that changed the field: two products over a whole batch of
-# sentences keep a GPU busy; 2049 small products in a row do not. The same chain sets the
-# maximum path length: information from the first token of a recurrent layer's input reaches
-# the last output only through $n - 1$ intermediate states, while self-attention connects them
-# directly.
+# The second point is the one that changed the field. Two products over a whole batch of
+# sentences keep a GPU busy; 2049 small products in a row do not. The same chain sets the maximum
+# path length. Information from the first token of a recurrent layer's input reaches the last
+# output only through $n - 1$ intermediate states, while self-attention connects the two directly.
 #
 # **Where the book goes next.** Chapter 1 builds attention, the operation measured here, from
 # scratch, and explains the $\sqrt{d_k}$ in its formula.
@@ -246,24 +247,26 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Every chapter ends like this. "Predict" questions hide their answer until you open it; "modify"
-# exercises ask you to change one thing and explain what happens; "implement" exercises (from
-# chapter 1 on) ask you to write a function the chapter built, and a check, `check(exercise, your_function)`,
-# runs it against the book's own and names the likely mistake when they differ. `make student`
-# writes the notebooks with the solutions taken out, for a class.
+# Every chapter ends with exercises like these. A "predict" question hides its answer until you
+# open it. A "modify" exercise asks you to change one thing and explain what happens. A "discuss"
+# question, in the last chapters, has more than one good answer, and one of them is folded beneath
+# it. An "implement" exercise, in chapters 1 to 9, asks you to write a function the chapter built.
+# A check, `check(exercise, your_function)`, then runs your function against the book's own and
+# names the likely mistake when they differ. For a class, `make student` writes the notebooks
+# with the solutions taken out.
 #
 # **0.1 Predict.** For sentences of $n = 50$ tokens and $d = 512$, which does more arithmetic,
 # self-attention as measured above or the recurrent layer, and by roughly how much?
 #
 # <details><summary>Answer</summary>
 #
-# The recurrent layer, by about $d / n \approx 10$ times: its cost grows as $n \cdot d^2$,
+# The recurrent layer, by about $d / n \approx 10$ times. Its cost grows as $n \cdot d^2$,
 # self-attention's as $n^2 \cdot d$, and their ratio is $d / n$. Most sentences in translation are
 # shorter than $d$, which is why the paper's section 4 calls self-attention cheaper in the usual
 # case. That compares the operations, as Table 1 does. The Transformer's attention sub-layer also
-# has its four $d \times d$ projections ($W^Q$, $W^K$, $W^V$, $W^O$ of chapter 1), another
-# $8 n d^2$, which is twice the whole recurrent layer's $4 n d^2$: the sub-layer does about 2.1
-# times the recurrent layer's arithmetic, and what it gains is the parallelism of the second point.
+# has four $d \times d$ projections ($W^Q$, $W^K$, $W^V$, $W^O$ of chapter 1). They add $8 n d^2$,
+# twice the whole recurrent layer's $4 n d^2$. So the sub-layer does about 2.1 times the recurrent
+# layer's arithmetic. What it gains in return is the parallelism of the second point.
 #
 # </details>
 #
@@ -273,7 +276,7 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
 # <details><summary>Answer</summary>
 #
 # 101 for the recurrent layer (one for all inputs, then one per position, each waiting for the one
-# before), 2 for self-attention, whatever the length.
+# before). Self-attention needs 2, whatever the length.
 #
 # </details>
 #
@@ -283,6 +286,6 @@ def count_operations(lengths: list[int], d: int = 512, seed: int = 0) -> pd.Data
 # <details><summary>Answer</summary>
 #
 # At $n = d = 64$. With a small width, sentences longer than 64 tokens already make self-attention
-# the more expensive layer in arithmetic, though it still needs only two products in a row.
+# the more expensive layer in arithmetic. It still needs only two products in a row.
 #
 # </details>

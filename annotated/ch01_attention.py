@@ -1,19 +1,19 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 1 — Attention
 #
-# *Paper: section 3.2 (3.2.1 scaled dot-product attention, 3.2.2 multi-head attention,
-# 3.2.3 the three places the model uses it).*
+# *Paper: section 3.2 (3.2.1 scaled dot-product attention, 3.2.2 multi-head attention, 3.2.3 the
+# three places the model uses it).*
 #
-# Everything else in the Transformer is plumbing around one operation, so we build that
-# operation first and look at it from several sides until it holds no mystery.
+# Everything else in the Transformer is plumbing around one operation. So we build that operation
+# first, and look at it from several sides until it holds no mystery.
 #
-# Think of attention as a soft dictionary lookup. A dictionary has keys and values; a lookup
-# takes a query, finds the key equal to it, and returns that key's value. Attention does the
-# same with vectors, except that nothing has to be *equal*: the query is compared with every
-# key, each comparison becomes a weight between 0 and 1, the weights add up to 1, and the
-# answer is the weighted average of the values. A query that resembles one key much more than
-# the others gets, in effect, that key's value; a query that resembles several keys a little
-# gets a blend.
+# Think of attention as a soft dictionary lookup. A dictionary holds keys and values, and a lookup
+# takes a query, finds the key equal to it and returns that key's value. Attention does the same
+# with vectors, except that nothing has to be *equal*. The query is compared with every key, and
+# each comparison becomes a weight between 0 and 1. The weights add up to 1, and the answer is the
+# weighted average of the values. A query that resembles one key much more than the others gets, in
+# effect, that key's value. A query that resembles several keys a little gets a blend of their
+# values.
 #
 # In this chapter:
 #
@@ -23,10 +23,10 @@
 # 4. multi-head attention with the paper's $h = 8$, $d_k = d_v = 64$;
 # 5. the three ways the model wires attention up, and a check of our code against PyTorch's own.
 #
-# The model's functions defined here (`attention`, the masks, `MultiHeadAttention`) are imported by
-# later chapters: `from annotated.ch01_attention import attention`. The code that draws this chapter's charts is
-# in `annotated/figures/ch01_attention.py`, and its exercises' checks in
-# `annotated/exercises/ch01_attention.py`; the cells here only call them.
+# Later chapters import the model's pieces defined here (`attention`, the masks,
+# `MultiHeadAttention`): `from annotated.ch01_attention import attention`. The code that draws this
+# chapter's charts lives in `annotated/figures/ch01_attention.py`, and the checks of its exercises
+# in `annotated/exercises/ch01_attention.py`. The cells here only call them.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -87,9 +87,9 @@ from torch.nn import functional as F
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Scaled dot-product attention (section 3.2.1)
 #
-# Stack the queries as the rows of a matrix $Q$ (one row per position that asks), the keys as
-# the rows of $K$ and the values as the rows of $V$ (one row per position that answers). Queries
-# and keys have $d_k$ components, values have $d_v$. The paper's equation 1 is
+# Stack the queries as the rows of a matrix $Q$, one row per position that asks. Stack the keys as
+# the rows of $K$ and the values as the rows of $V$, one row per position that answers. Queries and
+# keys have $d_k$ components; values have $d_v$. The paper's equation 1 is
 #
 # $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^\top}{\sqrt{d_k}}\right) V .$$
 #
@@ -100,18 +100,18 @@ from torch.nn import functional as F
 #   *scores*.
 # * Dividing by $\sqrt{d_k}$ keeps the scores in a range where the softmax still has a useful
 #   gradient (section 2 below measures why).
-# * The softmax runs along each row, turning that query's scores into weights that are positive
-#   and sum to 1.
+# * The softmax runs along each row, turning that query's scores into weights that are positive and
+#   sum to 1.
 # * Multiplying by $V$ gives each query the weighted average of the values.
 #
 # The paper compares this with *additive* attention, which scores a pair with a small one-layer
-# network instead of a dot product. In theory the two cost about the same; the dot product wins
-# in practice, in time and in memory, because the whole score matrix is one matrix
-# multiplication, the operation hardware is best at.
+# network instead of a dot product. In theory the two cost about the same. In practice the dot
+# product wins, in time and in memory, because the whole score matrix is then one matrix
+# multiplication: the operation hardware does best.
 #
-# Our function also takes an optional boolean `mask` (True where a query *may* look at a key;
-# section 3 of this chapter) and an optional dropout on the weights. It returns the weights as
-# well as the output, because we will want to draw them.
+# Our function also takes two optional arguments. A boolean `mask` is True where a query *may* look
+# at a key (section 3 of this chapter). A `dropout` module, if given, is applied to the weights. The
+# function returns the weights as well as the output, because we will want to draw them.
 
 
 # %%
@@ -167,9 +167,9 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### A case small enough to check by hand
 #
-# Three keys along the axes of a 2-d plane, values that are easy to recognise, and one query that
-# points mostly along the first key. With $d_k = 2$ the scores are the dot products divided by
-# $\sqrt 2$; the weights are their softmax; the output is the weighted average of the values.
+# Take three keys along the axes of a 2-d plane, values that are easy to recognise, and one query
+# that points mostly along the first key. With $d_k = 2$ the scores are the dot products divided by
+# $\sqrt 2$. The weights are their softmax, and the output is the weighted average of the values.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # float64 here and in every table below: the printed digits are then the same on any machine.
@@ -195,10 +195,11 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Drawn as a flow
 #
-# The same equation as a picture, in the spirit of the paper's Figure 2 (left). The book draws it
-# from the code: `attention_flow` runs our `attention` on the tensors it is given and labels each
-# arrow with the shape that really flows along it. Here a batch of 2 sentences, 5 queries and 7
-# keys of width 64, with a mask.
+# Here is the same equation as a picture, in the spirit of the paper's Figure 2 (left). The book
+# draws it from the code: `attention_flow` runs our `attention` on the tensors it is given, and
+# labels each arrow with the shape that really flows along it. The cell gives it a batch of
+# sentences with a mask, and more keys than queries, so that every shape on the arrows can be told
+# apart.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # from annotated.figures.ch01_attention import attention_flow
@@ -211,16 +212,16 @@ def check_mask(mask: Tensor, scores_shape: torch.Size) -> None:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### One sentence, step by step
 #
-# Numbers make it concrete. Take the six words *a dog chases the red ball* and give each one a
-# query, a key and a value of only four numbers, written by hand so that each number means
-# something. A key says what a word offers: being an animal, being a thing, being an action,
-# being an article. A query says what a word is looking for, along the same four lines: the verb
-# *chases* looks for an animal and a thing, *red* looks for a thing, *dog* and *ball* for the
-# action. A value is what a word hands over when it is attended to: here, just which content word
-# it is (articles hand over nothing). In a trained model the three vectors are computed from the
-# word by learned matrices ($W^Q$, $W^K$, $W^V$; section 4 below, the paper's section 3.2.2) and
-# nobody chooses their meaning;
-# chapter 7 repeats this walk with the trained model's own numbers.
+# Numbers make it concrete. Take the six words *a dog chases the red ball*. Give each word a query,
+# a key and a value of only four numbers, written by hand so that each number means something. A key
+# says what a word offers: being an animal, a thing, an action or an article. A query says what a
+# word is looking for, along the same four lines. The verb *chases* looks for an animal and a thing,
+# *red* looks for a thing, and *dog* and *ball* look for the action. A value is what a word hands
+# over when it is attended to: here, just which content word it is (articles hand over nothing).
+#
+# In a trained model nobody chooses what the numbers mean. Learned matrices ($W^Q$, $W^K$, $W^V$)
+# compute the three vectors from the word, as section 4 below shows (the paper's section 3.2.2).
+# Chapter 7 repeats this walk with a trained model's own numbers.
 
 
 # %%
@@ -243,12 +244,18 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # vectors_chart(words, Q, K, V)
 
 # %% [markdown]
-# Follow the verb. The query of *chases* is $(2, 2, 0, 0)$: it wants an animal and a thing. Its
-# dot product with each key is that match as a number: 4 with *dog* and with *ball*, 2 with
-# *red* (half a thing), 0 with the rest. Divided by $\sqrt{d_k} = 2$ the scores become 2, 2, 1
-# and 0, and the softmax turns them into weights: 0.36 each for *dog* and *ball*, 0.13 for *red*,
-# 0.05 for each of the other three. Nothing gets a weight of exactly zero: the softmax never
-# rules a key out, it only makes it small.
+# Follow the verb. The query of *chases* is $(2, 2, 0, 0)$: it wants an animal and a thing. Its dot
+# product with a key measures how much of that the key offers. Dividing by $\sqrt{d_k} = 2$ gives
+# the scores, and the softmax turns them into weights:
+#
+# | keys | dot product | score | weight |
+# |---|---|---|---|
+# | *dog*, *ball* | 4 | 2 | 0.36 each |
+# | *red* (half a thing) | 2 | 1 | 0.13 |
+# | *a*, *chases*, *the* | 0 | 0 | 0.05 each |
+#
+# Nothing gets a weight of exactly zero: the softmax never rules a key out, it only makes it small.
+# The chart draws the same three steps for every key.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # steps = one_query_steps(words, Q, K, V, WALK_WORDS.index("chases"))
@@ -263,15 +270,16 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # print("output for 'chases' (the column totals):", steps.iloc[:, 4:].sum().round(2).tolist())
 
 # %% [markdown]
-# After this one step of attention the verb's vector carries $(0.36, 0.36, 0.05, 0.13)$: mostly
+# After this one step of attention, the verb's vector carries $(0.36, 0.36, 0.05, 0.13)$: mostly
 # *dog* and *ball*, a little *red*. It now knows which two nouns it relates, which on its own it
-# could not; it does not yet know which one does the chasing, since dog and ball count equally here.
-# Roles come from word order, which attention alone cannot see: chapter 2 adds positions. The article *a* looks for nothing (its query is zero), so all six scores are 0, its
-# weights are all 1/6 and it receives the plain average of the values.
+# could not. It does not yet know which one does the chasing, since *dog* and *ball* count equally
+# here. Roles come from word order, which attention alone cannot see; chapter 2 adds positions. The
+# article *a* looks for nothing, since its query is zero. So all its scores are 0, its weights are
+# all 1/6, and it receives the plain average of the values.
 #
 # All six queries are computed at once, as three matrix operations: the score matrix
-# $QK^\top/\sqrt{d_k}$ (one row per query), its softmax row by row, and the product with $V$.
-# Row 3 of each matrix is the walk above.
+# $QK^\top/\sqrt{d_k}$ (one row per query), its softmax row by row, and the product with $V$. Row 3
+# of each matrix is the walk above.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # all_queries_chart(words, Q, K, V)
@@ -280,17 +288,15 @@ def walk_example() -> tuple[list[str], Tensor, Tensor, Tensor]:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Why divide by $\sqrt{d_k}$?
 #
-# Footnote 4 of the paper gives the reason in one line of statistics. If the components of $q$
-# and $k$ are independent with mean 0 and variance 1, then
-# $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$ is a sum of $d_k$ independent terms, each of variance 1,
-# so it has mean 0 and **variance $d_k$**. With $d_k = 64$ the scores typically land around
-# $\pm 8$; with $d_k = 512$, around $\pm 23$.
+# Footnote 4 of the paper gives the reason in one line of statistics. Suppose the components of $q$
+# and $k$ are independent, with mean 0 and variance 1. Then $q \cdot k = \sum_{i=1}^{d_k} q_i k_i$
+# is a sum of $d_k$ independent terms, each of variance 1. So it has mean 0 and **variance $d_k$**.
+# With $d_k = 64$ the scores typically land around $\pm 8$, and with $d_k = 512$ around $\pm 23$.
 #
-# Large scores are a problem for the softmax, not for the dot product. A softmax over scores
-# that differ by tens puts almost all the weight on the largest one (it *saturates*), and a
-# saturated softmax has almost no gradient: nudging any score changes nothing, so the layer
-# learns slowly or not at all. Dividing by $\sqrt{d_k}$ brings the variance back to 1 whatever
-# $d_k$ is.
+# Large scores are a problem for the softmax, not for the dot product. A softmax over scores that
+# differ by tens puts almost all the weight on the largest one: it *saturates*. A saturated softmax
+# has almost no gradient: nudging any score changes nothing, so the layer learns slowly or not at
+# all. Dividing by $\sqrt{d_k}$ brings the variance back to 1, whatever $d_k$ is.
 #
 # Let us measure both halves of that argument instead of trusting it. First the variance:
 
@@ -321,10 +327,11 @@ def dot_product_spread(d_ks: list[int], samples: int = 20_000, seed: int = 0) ->
 # %% [markdown]
 # The measured variance tracks $d_k$, and after scaling it sits near 1 for every $d_k$.
 #
-# Now the consequence. For each $d_k$ we draw one query and 16 random keys, compute the softmax
-# of the scores with and without the scaling, and record two things: the largest weight (1.0
-# means the softmax has picked a single key) and the size of the softmax's gradient with respect
-# to its input scores (how much learning signal flows back through it). We average over many draws.
+# Now the consequence. For each $d_k$ we draw one query and 16 random keys. We take the softmax of
+# their scores, once with the scaling and once without, and record two things. The first is the
+# largest weight, where 1.0 means the softmax has picked a single key. The second is the size of the
+# softmax's gradient with respect to its input scores: how much learning signal flows back through
+# it. We average both over many draws.
 
 
 # %%
@@ -361,20 +368,21 @@ def softmax_saturation(
 # saturation_chart(saturation)
 
 # %% [markdown]
-# Unscaled, the largest weight climbs towards 1 as $d_k$ grows and the softmax's gradient falls:
-# with the paper's $d_k = 64$ a typical unscaled softmax already gives most of its weight to one
-# key, and the gradient it passes back to its scores is about half that of the scaled one (the
-# table below). Scaled, both curves are flat: the softmax behaves the same at every width.
+# Unscaled, the largest weight climbs towards 1 as $d_k$ grows, and the gradient falls. Scaled, both
+# curves stay flat: the softmax behaves the same at every width. The table below picks out the
+# paper's $d_k = 64$. There an unscaled softmax already gives most of its weight to one key, and
+# passes back to its scores about half the gradient of the scaled one. This is the reason
+# section 3.2.1 gives for the scaling: large dot products push the softmax into a region where its
+# gradient is tiny.
 #
-# Read the gradient column for what it is: the gradient at the softmax's *input*, the scores after
-# any division. On the way back to $W^Q$ and $W^K$ the chain rule divides the scaled version's
-# gradient by $\sqrt{d_k}$ once more, so the scaled model does not send *more* gradient to its
-# projections; at $d_k = 64$ it sends less (its column's figure divided by 8, against the unscaled
-# figure). What the scaling buys is an unsaturated softmax: weights spread over several keys, and
-# a gradient that reaches every score instead of pinning the choice on one key, whose size Adam
-# (chapter 3) rescales anyway. Section 3.2.1's reason is the saturation: large dot products push
-# the softmax where its gradient with respect to its scores is tiny, which is the column's
-# measurement, not a claim about the projections' gradients.
+# The gradient column is taken at the softmax's input, the scores, because that is where saturation
+# acts. It is not the gradient that reaches the projections $W^Q$ and $W^K$. Those sit before the
+# division by $\sqrt{d_k}$, so the chain rule divides their gradient by $\sqrt{d_k}$ as well. That
+# is a fixed factor, the same for every query at every step, and a larger step for those weights
+# would make up for it. Chapter 3's optimizer, Adam, makes up for it by itself, since it sizes each
+# parameter's step by that parameter's own recent gradients. Saturation cannot be made up for in
+# this way: it varies from query to query, and a saturated query sends almost no gradient back to
+# any of its scores. Keeping the softmax out of saturation is what the scaling is for.
 
 # %% tags=["active-ipynb"]
 # saturation[saturation.d_k == 64].round(3)
@@ -384,20 +392,19 @@ def softmax_saturation(
 #
 # Two kinds of position must be hidden from attention.
 #
-# * **Padding.** Sentences in a batch have different lengths, so the short ones are filled up
-#   with a pad token. Pads carry no meaning; no query should give them weight. A *padding mask*
-#   has shape `(batch, 1, len_k)`: one row per sentence, broadcast over every query.
-# * **The future.** The decoder produces the output one token at a time, each from the tokens
-#   before it (the model is *auto-regressive*, the paper's section 3). In training we feed it the whole
+# * **Padding.** Sentences in a batch have different lengths, so the short ones are filled up with a
+#   pad token. Pads carry no meaning, so no query should give them weight. A *padding mask* has
+#   shape `(batch, 1, len_k)`: one row per sentence, broadcast over every query.
+# * **The future.** The decoder produces the output one token at a time, each from the tokens before
+#   it: the model is *auto-regressive* (the paper's section 3). In training we feed it the whole
 #   target sentence at once, for speed, so we must stop position $i$ from peeking at positions
 #   $j > i$. A *subsequent mask* is the lower-triangular matrix that allows $j \le i$ only. The
 #   paper implements it (section 3.2.3) by setting the forbidden scores to $-\infty$ before the
-#   softmax, so their weights become exactly 0; we use the most negative finite number instead,
+#   softmax, so that their weights become exactly 0. We use the most negative finite number instead,
 #   with the same effect.
 #
-# In this book a mask is a boolean tensor with **True where attention is allowed**. Masks
-# combine with `&`: a decoder position may look at a key if the key is not padding *and* not in
-# the future.
+# In this book a mask is a boolean tensor with **True where attention is allowed**. Masks combine
+# with `&`: a decoder position may look at a key if the key is not padding *and* not in the future.
 
 
 # %%
@@ -414,10 +421,9 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 
 
 # %% [markdown]
-# Here is a target sentence of six positions, the last two of which are padding. The decoder's
-# mask is the subsequent mask *and* the padding mask. (Rows for the pad positions still allow the
-# real tokens: a pad *query* computes something harmless, and the loss ignores pad positions
-# later, in chapter 3.)
+# Here is a target sentence of six positions, the last two of them padding. The decoder's mask is
+# the subsequent mask *and* the padding mask. The rows of the pad positions still allow the real
+# tokens: a pad *query* computes something harmless, and chapter 3's loss ignores pad positions.
 
 # %% tags=["active-ipynb"]
 # PAD = 0
@@ -428,8 +434,8 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 # decoder_masks_chart(future, pads, words)
 
 # %% [markdown]
-# And attention with that mask: whatever the scores, the weights above the diagonal and in the
-# pad columns are exactly zero, and each row still sums to 1 over the keys it may see.
+# Now attention with that mask: whatever the scores, the weights above the diagonal and in the pad
+# columns are exactly zero. Each row still sums to 1 over the keys it may see.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # x = torch.randn(1, 6, 4, dtype=torch.float64)
@@ -439,11 +445,11 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Multi-head attention (section 3.2.2)
 #
-# One attention over the full $d_\text{model} = 512$-wide vectors gives each query one
-# weighted average, and an average blurs: if a word needs to look at its verb *and* at its
-# article, a single set of weights has to split its attention between them. The paper's answer
-# is to run $h$ smaller attentions side by side, each in its own learned projection of the
-# input, and to concatenate what they find:
+# One attention over the full $d_\text{model} = 512$-wide vectors gives each query one weighted
+# average, and an average blurs. Suppose a word needs to look at its verb *and* at its article. A
+# single set of weights then has to split its attention between them. The paper's answer is to run
+# $h$ smaller attentions side by side, each in its own learned projection of the input, and to
+# concatenate what they find:
 #
 # $$\mathrm{MultiHead}(Q, K, V) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O,
 # \qquad \mathrm{head}_i = \mathrm{Attention}(Q W_i^Q,\ K W_i^K,\ V W_i^V)$$
@@ -451,43 +457,47 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
 # with $W_i^Q, W_i^K \in \mathbb{R}^{d_\text{model} \times d_k}$,
 # $W_i^V \in \mathbb{R}^{d_\text{model} \times d_v}$ and
 # $W^O \in \mathbb{R}^{h d_v \times d_\text{model}}$. The paper uses $h = 8$ heads and
-# $d_k = d_v = d_\text{model} / h = 64$, so the eight heads together are exactly as wide as one
-# full head: the cost in parameters and multiplications is about the same as single-head
-# attention, but the model gets eight separate weightings.
+# $d_k = d_v = d_\text{model} / h = 64$, so the eight heads together are exactly as wide as
+# one full head. They cost about the same as single-head attention, in parameters and in
+# multiplications, but the model gets eight separate weightings.
 #
 # Two implementation notes:
 #
 # * The $h$ matrices $W_i^Q$ side by side form one $d_\text{model} \times h d_k$ matrix, so one
-#   `nn.Linear` computes all heads' queries in a single product; we then *reshape* its output into
-#   `(batch, h, len, d_k)`, and `attention` runs on all heads at once because it only looks at the
-#   last two dimensions. The same holds for keys and values.
-# * The projections have biases, as in PyTorch's `nn.MultiheadAttention` (the equations above
-#   leave them out; they change nothing of substance). $d_k$ and $d_v$ default to
-#   $d_\text{model} / h$ but can be set apart from it, which Table 3's row (B) needs (row (A)
-#   changes $h$ and keeps $d_k = d_v = d_\text{model} / h$).
+#   `nn.Linear` computes all heads' queries in a single product. We then *reshape* its output into
+#   `(batch, h, len, d_k)`, and our `attention` runs on all heads at once, because it only looks at
+#   the last two dimensions. The same holds for keys and values.
+# * The projections have biases, as in PyTorch's `nn.MultiheadAttention`; the equations above leave
+#   them out, and they change nothing of substance. By default $d_k$ and $d_v$ are
+#   $d_\text{model} / h$, but they can be set apart from it. Table 3's row (B) needs that; its row
+#   (A) changes $h$ and keeps $d_k = d_v = d_\text{model} / h$.
 #
-# One argument is here for later. A decoder that writes one word at a time would project the
-# keys and values of its whole prefix again at every step. Chapter 6 builds a `KeyValueCache`
-# that keeps them: passed as `cache`, it hands `forward` the keys and values of earlier steps and
-# projects only the new ones (with `project_keys_values`). Until then `cache` is `None` and can
-# be ignored.
+# One argument is here for later. A decoder that writes one word at a time would project the keys
+# and values of its whole prefix again at every step. Chapter 6 builds a `KeyValueCache` that keeps
+# them. Passed as `cache`, it hands `forward` the keys and values of earlier steps, and projects
+# only the new ones (with `project_keys_values`). Until then `cache` is `None` and can be ignored.
 #
-# And one switch for speed. When nobody asks for the weights (`keep_weights`, below) and there is
-# no dropout on them, `forward` hands equation 1 to PyTorch's `F.scaled_dot_product_attention`,
-# which computes the same thing in one fused kernel and never stores the weights (section 6
-# checks that the two agree). It does so only where that kernel is the faster one
-# (`fused_attention_pays`): in float32 and float64, and on GPUs. In bfloat16 on a CPU, as chapter
-# 7 trains, our `attention` runs. Chapter 7 measures where a training step's time goes.
+# And one switch for speed. When nobody asks for the weights (`keep_weights`, below) and there is no
+# dropout on them, `forward` hands equation 1 to PyTorch's `F.scaled_dot_product_attention`. That
+# function computes the same thing in one *fused kernel*: a single routine that does both products
+# and the softmax together, and never stores the weights. Section 6 checks that the two routes
+# agree. The fused route is not always the faster one, so `fused_attention_pays` chooses: the fused
+# kernel on GPUs, and on a CPU in float32 and float64. In bfloat16 on a CPU, the 16-bit format
+# chapter 7 trains in (chapter 3 introduces it), our `attention` runs instead: there the fused
+# kernel was several times slower. Our `attention` is two plain matrix products, and some recent
+# CPUs have a matrix unit that multiplies bfloat16 matrices very fast (Intel's AMX is one).
+# Chapter 7 measures where a training step's time goes.
 
 
 # %%
 def fused_attention_pays(query: Tensor) -> bool:
     """Whether `F.scaled_dot_product_attention` beats `attention` for queries like these.
 
-    On GPUs the fused kernels are PyTorch's fast path. In float32 on a 2-core Xeon, a forward and
-    backward pass at chapter 7's sentence lengths took less time than `attention`; in bfloat16 on
-    a CPU, PyTorch 2.13's fused kernel took several times as long (measured once, on a Xeon with
-    AMX, and not kept in a record).
+    On GPUs the fused kernels are PyTorch's fast path. On a CPU in float32, a forward and backward
+    pass through the fused kernel at chapter 7's sentence lengths took less time than `attention`.
+    In bfloat16 on a CPU it took several times as long: `attention` is two plain matrix products,
+    which a CPU's bfloat16 matrix unit (Intel's AMX is one) computes very fast. The machine and
+    PyTorch version it was measured with are in benchmarks/README.md, "Where the step's time went".
     """
     return query.device.type != "cpu" or query.dtype in (torch.float32, torch.float64)
 
@@ -597,8 +607,9 @@ class MultiHeadAttention(nn.Module):
 
 
 # %% [markdown]
-# Shapes are where multi-head attention code usually goes wrong, so let us follow one batch
-# through the paper's configuration: two sentences, 10 queries, 7 keys.
+# Shapes are where multi-head attention code usually goes wrong. So let us follow one batch of two
+# sentences through the paper's configuration. Each sentence has 10 queries, from a decoder, and 7
+# keys, from an encoder.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # mha = MultiHeadAttention(d_model=512, h=8)
@@ -611,7 +622,10 @@ class MultiHeadAttention(nn.Module):
 # print("parameters      ", sum(p.numel() for p in mha.parameters()), " = 4 × (512 × 512 + 512)")
 
 # %% [markdown]
-# Drawn from this module: `multi_head_flow` reads the sizes from its linear maps, so a module with
+# The parameter count is that of four full $512 \times 512$ projections with their biases: what
+# single-head attention would need. Splitting into heads costs no parameters.
+#
+# Here is the module drawn: `multi_head_flow` reads the sizes from its linear maps, so a module with
 # other sizes gives another drawing.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
@@ -620,16 +634,24 @@ class MultiHeadAttention(nn.Module):
 # multi_head_flow(mha, len_q=10, len_k=7)  # the lengths the cell above ran
 
 # %% [markdown]
-# What several heads buy shows on the walk's sentence from section 1. A second head, with
-# queries and keys of its own, can look for something else at the same time. Here its keys are
-# the words' positions (one-hot, so $d_k = 6$) and each query asks for the position before its
-# own: it holds a 12 there and 0 elsewhere, so that key scores $12/\sqrt 6 \approx 4.9$ and every
-# other key 0. The softmax then gives the word before 0.96 of the weight and each of the five
-# other keys 0.01. The first word has no word before it: its query is zero, and it spreads its
-# weight evenly, 0.17 on each word. Looking at the previous word is a pattern that heads of
-# trained models often learn once positions are part of the input (chapter 2). Each head gives
-# every word its own weighted sum of the values; the model concatenates them, and $W^O$ mixes
-# them.
+# What several heads buy shows on the walk's sentence from section 1. A second head, with queries
+# and keys of its own, can look for something else at the same time. The one drawn below looks at
+# the previous word: each word attends to the word just before it. Heads of trained models often
+# learn this pattern once positions are part of the input (chapter 2).
+#
+# We build this head by hand too. Its keys are the words' positions, one-hot, so $d_k = 6$. Each
+# query asks for the position just before its own: it holds a 12 there and 0 elsewhere. That key
+# then scores $12/\sqrt 6 \approx 4.9$ and every other key scores 0. The softmax turns these scores
+# into the following weights:
+#
+# | queries | weight on the word before | on each other word |
+# |---|---|---|
+# | the last five words | 0.96 | 0.01 |
+# | *a*, the first word | — | 0.17 |
+#
+# The first word's query is zero, so it spreads its weight evenly over all six words. Each head
+# gives every word its own weighted sum of the values; the model concatenates the heads' sums, and
+# $W^O$ mixes them.
 
 
 # %%
@@ -656,9 +678,10 @@ def walk_heads() -> list[tuple[str, Tensor]]:
 # heads_chart(WALK_WORDS, walk_heads())
 
 # %% [markdown]
-# Later chapters draw the weights of a trained model's attention modules. `kept_weights` switches
-# `keep_weights` on for the modules given while a block runs, and off again afterwards (the
-# weights of a long sentence in every layer take memory), whatever happens inside the block.
+# Later chapters draw the weights of a trained model's attention modules. The context manager
+# `kept_weights` switches `keep_weights` on for the given modules while a block runs. It switches
+# them off again afterwards, whatever happens inside the block, because the weights of a long
+# sentence in every layer take memory.
 
 
 # %%
@@ -676,13 +699,10 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 
 
 # %% [markdown]
-# The parameter count is that of four full $512 \times 512$ projections, the same as single-head
-# attention would need: splitting into heads is free in parameters.
-#
 # ## 5. The three uses of attention (section 3.2.3)
 #
-# The same module is wired up in three ways. What changes is only where $Q$, $K$ and $V$ come
-# from and which mask applies:
+# The same module is wired up in three ways. Only two things change: where $Q$, $K$ and $V$ come
+# from, and which mask applies.
 #
 # | where | queries from | keys and values from | mask |
 # |---|---|---|---|
@@ -690,18 +710,19 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # | decoder self-attention (masked) | the decoder layer below | the same | padding *and* future of the target |
 # | encoder-decoder attention | the same decoder layer's masked self-attention sub-layer | the encoder's output | padding of the source |
 #
-# In self-attention every position of a sequence looks at every (allowed) position of the same
-# sequence; in encoder-decoder attention every target position looks at the whole source
-# sentence, which is how information crosses from the German to the English. Chapter 2 builds
-# the layers that use these three wirings.
+# In self-attention, every position of a sequence looks at every allowed position of the same
+# sequence. In encoder-decoder attention, every target position looks at the whole source sentence:
+# this is how information crosses from the German to the English. Chapter 2 builds the layers that
+# use these three wirings.
 #
 # ## 6. Checking ourselves against PyTorch
 #
 # PyTorch ships a fused kernel for equation 1, `torch.nn.functional.scaled_dot_product_attention`,
 # and a complete multi-head module, `nn.MultiheadAttention`. Neither shares code with ours, so
-# agreement is real evidence. (Note PyTorch's boolean `attn_mask` follows the same convention
-# as ours, True = may attend, but `nn.MultiheadAttention`'s masks mean the opposite.) The test
-# suite, `tests/test_ch01_attention.py`, checks many more cases; here is one of each.
+# agreement is real evidence. Mind the masks: PyTorch's boolean `attn_mask` means what ours means
+# (True = may attend), but `nn.MultiheadAttention`'s boolean masks mean the opposite. The test
+# suite, `tests/test_ch01_attention.py`, checks many more cases; here is one of each, and our module
+# through the fused kernel as well.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # import torch.nn.functional as F
@@ -735,49 +756,49 @@ def kept_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHe
 # print("the module through the fused kernel and through `attention`: below 1e-5 apart")
 
 # %% [markdown]
-# The two results are not bit-for-bit equal: the kernels add the same products in other orders,
-# and 32-bit floats round differently along the way. On this book's machines the gap is about
-# $10^{-7}$, but its exact size depends on the CPU or GPU, on how many threads run and on which
-# kernel PyTorch picks, so the cell asserts a bound instead of printing the number: anything
-# below $10^{-5}$ is rounding; a real mistake (a missing $\sqrt{d_k}$, a mask read the wrong way
-# round) shows up as differences of order 1.
+# The three comparisons need not be bit-for-bit equal: the kernels add the same products in other
+# orders, and 32-bit floats round differently along the way. A 32-bit float keeps about seven
+# significant digits, so gaps of about $10^{-7}$ are ordinary. Their exact size depends on the CPU
+# or GPU, on how many threads run and on which kernel PyTorch picks. So the cell asserts a bound
+# instead of printing the number: anything below $10^{-5}$ is rounding. A real mistake, such as a
+# missing $\sqrt{d_k}$ or a mask read the wrong way round, shows up as differences of order 1.
 #
-# **What we have:** `attention`, `subsequent_mask`, `padding_mask` and `MultiHeadAttention`,
-# each checked against an independent implementation. **Next**, chapter 2 surrounds multi-head
-# attention with the rest of Figure 1 of the paper — feed-forward layers, residual connections,
-# layer normalization, embeddings and positional encodings — and assembles the full
-# encoder-decoder.
+# **What we have:** `attention`, `subsequent_mask`, `padding_mask` and `MultiHeadAttention`, each
+# checked against an independent implementation. **Next**, chapter 2 surrounds multi-head attention
+# with the rest of Figure 1 of the paper: feed-forward layers, residual connections, layer
+# normalization, embeddings and positional encodings. It then assembles the full encoder-decoder.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# **1.1 Predict.** Every key is the same vector, and the values are the rows of a 4 × 2 matrix
-# $V$. What does `attention` return for any query, and why does the query not matter?
+# **1.1 Predict.** Every key is the same vector, and the values are the rows of a 4 × 2 matrix $V$.
+# What does `attention` return for any query, and why does the query not matter?
 #
 # <details><summary>Answer</summary>
 #
-# The mean of the four value rows. Equal keys give every position the same score $q \cdot k /
-# \sqrt{d_k}$, whatever $q$ is, and a softmax of equal numbers is uniform: each weight is 1/4.
-# A query can only prefer a position whose key differs from the others.
+# The mean of the four value rows. Equal keys give every position the same score
+# $q \cdot k / \sqrt{d_k}$, whatever $q$ is, and a softmax of equal numbers is uniform: each weight
+# is 1/4. A query can only prefer a position whose key differs from the others.
 #
 # </details>
 #
-# **1.2 Implement** scaled dot-product attention, equation 1: `my_attention(query, key, value,
-# mask=None)` returns $\mathrm{softmax}(QK^\top/\sqrt{d_k})\,V$, where `mask` (if given) is False
-# at the positions a query may not attend to. The check compares it with `attention` above on
-# random inputs, with and without masks, and names the likely mistake if it finds one.
+# **1.2 Implement** scaled dot-product attention, equation 1.
+# `my_attention(query, key, value, mask=None)` returns $\mathrm{softmax}(QK^\top/\sqrt{d_k})\,V$;
+# where `mask` is given, it is False at the positions a query may not attend to. The check compares
+# it with `attention` above on random inputs, with and without masks, and names the likely mistake
+# if it finds one.
 #
 # **1.3 Implement** `my_subsequent_mask(size)`: the `(1, size, size)` boolean mask that lets
 # position $i$ attend to positions $j \le i$ only.
 #
-# **1.4 Modify.** Build `MultiHeadAttention(d_model=512, h=1)` and count its parameters. Then
-# `h=8`, and `h=512`. Predict the three numbers before you run it, and explain.
+# **1.4 Modify.** Build `MultiHeadAttention(d_model=512, h=1)` and count its parameters. Then `h=8`,
+# and `h=512`. Predict the three numbers before you run it, and explain.
 #
 # <details><summary>Answer</summary>
 #
-# The same for all three, 1,050,624 = 4 × (512 × 512 + 512): the heads split the 512 columns of
-# each projection among themselves ($d_k = 512 / h$), so more heads cost no parameters, only a
-# different grouping of the same products (section 3.2.2).
+# The same for all three: 1,050,624, which is $4 \times (512 \times 512 + 512)$. The heads split the
+# columns of each projection among themselves ($d_k = 512 / h$). So more heads cost no parameters,
+# only a different grouping of the same products (section 3.2.2).
 #
 # </details>
 

@@ -5,19 +5,19 @@
 # 3.4 (embeddings and softmax), 3.5 (positional encoding), and Table 3 (model sizes).*
 #
 # Chapter 1 gave us attention. This chapter builds everything around it, box by box, in the
-# order of the paper's Figure 1, and ends with `make_model`: a complete, untrained
+# order of the paper's Figure 1. It ends with `make_model`, which returns a complete, untrained
 # encoder-decoder with the paper's default sizes.
 #
-# The big picture first. The **encoder** reads the whole source sentence and turns each of its
-# tokens into a vector that describes the token *in context*. The **decoder** writes the target
-# sentence one token at a time; at each step it looks at what it has written so far (masked
-# self-attention) and at the encoder's vectors (encoder-decoder attention), and predicts a
-# probability for every word of the target vocabulary. Both are stacks of $N = 6$ identical
-# layers, and every layer's inputs and outputs have the same width, $d_\text{model} = 512$, so the
-# layers can be stacked and wrapped in residual connections freely.
+# The big picture first. The **encoder** reads the whole source sentence, and turns each source
+# token into a vector that describes the token *in context*. The **decoder** writes the target
+# sentence one token at a time. At each step it looks at what it has written so far (masked
+# self-attention) and at the encoder's vectors (encoder-decoder attention). From these it
+# predicts a probability for every word of the target vocabulary. Both are stacks of $N = 6$
+# identical layers. Every layer's input and output have the same width, $d_\text{model} = 512$,
+# so layers can be stacked, and wrapped in residual connections, freely.
 #
 # The code that draws this chapter's charts is in `annotated/figures/ch02_model.py`, and its
-# exercises' checks in `annotated/exercises/ch02_model.py`; the cells here only call them.
+# exercises' checks are in `annotated/exercises/ch02_model.py`; the cells here only call them.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -78,13 +78,17 @@ from annotated.ch01_attention import KeyValues, MultiHeadAttention
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. One configuration object
 #
-# Every size in the model comes from one frozen dataclass whose defaults are the sizes of the
-# paper's base model (Table 3, first row); the paper's weight sharing (section 3.4, below) is an
-# option, `share_embeddings=True`, off by default because it needs one vocabulary for both
-# languages, and Table 3's 65M counts it on. Frozen means a configuration cannot change under a model that was
-# built from it; `dataclasses.replace` makes a modified copy. `ModelConfig.big(...)` gives the
-# "big" row of Table 3. Invalid combinations fail here, at construction, with a message that
-# says what to change, rather than as a shape error deep inside a forward pass.
+# Every size in the model comes from one frozen dataclass, `ModelConfig`. Its defaults are the
+# sizes of the paper's base model (Table 3, first row). Being frozen, a configuration cannot
+# change under a model built from it; `dataclasses.replace` makes a modified copy instead. The
+# method `ModelConfig.big(...)` gives the "big" row of Table 3. An invalid combination fails
+# here, at construction, with a message that says what to change, and not later as a shape
+# error deep inside a forward pass.
+#
+# One default differs from the paper. The paper uses one weight matrix for both embeddings and
+# the output layer (section 3.4, below), and Table 3's 65M parameters count it that way. That
+# sharing needs one vocabulary for both languages, so here it is an option,
+# `share_embeddings=True`, off by default.
 
 
 # %%
@@ -144,14 +148,18 @@ class ModelConfig:
 # ModelConfig(src_vocab=37000, tgt_vocab=37000)
 
 # %% [markdown]
+# The printout holds the paper's base sizes. `d_k` and `d_v` were left as `None`, and the
+# configuration has filled them in as $d_\text{model} / h = 64$.
+#
 # ### The map of this chapter
 #
-# Here is where the chapter is going: the paper's Figure 1, drawn by the book from the model this
-# chapter builds, with the paper's base sizes. `architecture` (in `annotated/figures/ch02_model.py`) walks a
-# built model's modules and draws what it finds: one layer of each stack with its count $N$
-# beside it, each sub-layer with its residual path and normalization, and the shape of the
-# tensor on each arrow ($B$ sentences of $S$ source and $T$ target tokens). Each section below
-# draws it again, with the parts built so far in full and the new one outlined in red.
+# Here is where the chapter is going: the paper's Figure 1, drawn from the model this chapter
+# builds, at the paper's base sizes. The function `architecture` (in
+# `annotated/figures/ch02_model.py`) walks a built model's modules and draws what it finds. It
+# draws one layer of each stack, with the count $N$ beside it, and each sub-layer with its
+# residual path and normalization. On each arrow it writes the shape of the tensor, for $B$
+# sentences of $S$ source and $T$ target tokens. Each section below draws the map again: the
+# parts built so far in full, and the new one outlined in red.
 
 # %% tags=["active-ipynb"]
 # from annotated.figures.ch02_model import architecture, architecture_of
@@ -172,26 +180,26 @@ class ModelConfig:
 #
 # with dropout on the sub-layer's output before it is added (section 5.4, $P_{drop} = 0.1$).
 #
-# *Why a residual?* The sum $x + \mathrm{Sublayer}(x)$ lets each sub-layer learn a correction
-# to its input instead of a whole new representation, and gives gradients a direct path through
-# the stack.
+# *Why a residual?* A *residual connection* adds a sub-layer's input to its output. The sum
+# $x + \mathrm{Sublayer}(x)$ lets each sub-layer learn a correction to its input, instead of a
+# whole new representation. It also gives gradients a direct path through the stack.
 #
-# *Why layer normalization?* Layer normalization (Ba et al., 2016, *Layer Normalization*) takes
-# one position's vector $x$ of $d_\text{model}$ numbers, subtracts their mean $\mu$ and divides
-# by their standard deviation, then lets the model rescale and shift each component with learned
-# vectors $\gamma$ and $\beta$:
+# *Why layer normalization?* Layer normalization (Ba et al., 2016, *Layer Normalization*) works
+# on one position's vector $x$ of $d_\text{model}$ numbers. It subtracts their mean $\mu$ and
+# divides by their standard deviation. Then two learned vectors, $\gamma$ and $\beta$, let the
+# model rescale and shift each component:
 #
 # $$\mathrm{LayerNorm}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
 # \qquad \mu = \frac{1}{d_\text{model}} \sum_i x_i, \quad
 # \sigma^2 = \frac{1}{d_\text{model}} \sum_i (x_i - \mu)^2 .$$
 #
-# The statistics come from the vector itself, never from other sentences in the batch, so it
-# behaves the same in training and in translation, for any batch size. In a deep residual
-# stack each layer adds its output to a running sum, whose scale could otherwise drift from
-# layer to layer; normalizing hands every sub-layer inputs of the same scale, whatever the
-# layers below did. The small $\epsilon = 10^{-5}$ keeps a constant vector from dividing by
-# zero. Written from the formula, with the parameter names PyTorch uses (`weight` for
-# $\gamma$, `bias` for $\beta$):
+# The statistics come from the vector itself, never from other sentences in the batch, so the
+# layer behaves the same in training and in translation, for any batch size. Why normalize at
+# all? In a deep residual stack each layer adds its output to a running sum, and the scale of
+# that sum could drift from layer to layer. Normalizing hands every sub-layer inputs of the same
+# scale, whatever the layers below did. The small $\epsilon = 10^{-5}$ keeps a constant vector
+# from dividing by zero. Here is the layer written from the formula, with the parameter names
+# PyTorch uses (`weight` for $\gamma$, `bias` for $\beta$):
 
 
 # %%
@@ -218,8 +226,8 @@ class LayerNorm(nn.Module):
 
 
 # %% [markdown]
-# PyTorch's `nn.LayerNorm` shares no code with ours. In float64, with the same random gain and
-# shift in both (they load into each other, since the names match), the two agree to rounding:
+# PyTorch's `nn.LayerNorm` shares no code with ours. We give both the same random gain and shift
+# (they load into each other, since the names match) and compare them in float64:
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # generator = torch.Generator().manual_seed(0)  # leaves the later cells' random draws alone
@@ -234,22 +242,30 @@ class LayerNorm(nn.Module):
 # print("largest difference from nn.LayerNorm: below 1e-12")
 
 # %% [markdown]
-# The model itself uses `nn.LayerNorm`: it computes the same function, as the check shows, with
-# one fused kernel instead of several separate operations. (The original Annotated Transformer
-# writes its own version, which divides by the standard deviation with $d_\text{model} - 1$ in the
-# denominator and adds $\epsilon$ to it outside the square root: a slightly different function.)
+# A gap below $10^{-12}$ is float64 rounding: the two layers compute the same function. The
+# model itself uses `nn.LayerNorm`, which does the work in one fused kernel instead of several
+# separate operations.
+#
+# Harvard NLP's Annotated Transformer (the 2018 post, and its 2022 revision alike) writes its
+# own layer norm, and it computes a slightly different function. It takes the standard
+# deviation with $d_\text{model} - 1$ in the denominator, and adds $\epsilon$ to that deviation,
+# outside the square root.
 #
 # ### Post-norm (the paper) and pre-norm (an option)
 #
-# The arrangement above normalizes *after* the residual sum: **post-norm**. Many later
-# implementations normalize *before* the sub-layer instead,
-# $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$, and add one final LayerNorm at
-# the top of each stack: **pre-norm**. The original Annotated Transformer is one of them; a
-# docstring in its code notes that it puts the norm first, to keep the code simple. Pre-norm is
-# known to train more stably without a careful warmup; post-norm is what the paper describes
-# and measured. This book builds the paper's post-norm by default and offers pre-norm with
-# `norm_first=True`; section 7 measures how the two differ in the gradients they send to each
-# layer at initialization.
+# The wrapper above normalizes *after* the residual sum, an arrangement called **post-norm**.
+# Many later implementations normalize *before* the sub-layer instead, and leave the sum itself
+# alone: $x + \mathrm{Dropout}(\mathrm{Sublayer}(\mathrm{LayerNorm}(x)))$. They then add one
+# final LayerNorm at the top of each stack. This arrangement is **pre-norm**.
+# Pre-norm is known to train more stably without a careful *warmup*, a learning rate that starts
+# small and grows over the first steps (chapter 3). Post-norm is what the paper describes and
+# measured.
+#
+# Here the book differs from the Annotated Transformer, which is pre-norm (a docstring in its
+# code says the norm comes first to keep the code simple). This book follows the paper:
+# post-norm is the default, and pre-norm is an option, `norm_first=True`. Section 7 shows what
+# the choice changes: the gradients that each arrangement sends to each layer of a new model.
+# Chapters 8 and 9 train with pre-norm, and say why.
 
 
 # %%
@@ -270,8 +286,8 @@ class SublayerConnection(nn.Module):
 
 
 # %% [markdown]
-# In the map, the wrapper is every "Add & Norm" box with the path that carries $x$ around its
-# sub-layer (the attention boxes are chapter 1's `MultiHeadAttention`).
+# In the map, the wrapper is every "Add & Norm" box, with the path that carries $x$ around its
+# sub-layer. The attention boxes are chapter 1's `MultiHeadAttention`.
 
 # %% tags=["active-ipynb"]
 # architecture(paper, built=["attention", "residual"], highlight=["residual"])
@@ -280,15 +296,15 @@ class SublayerConnection(nn.Module):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. The position-wise feed-forward network (section 3.3)
 #
-# After attention has mixed information *between* positions, each position is processed on its
+# Attention mixes information *between* positions; after it, each position is processed on its
 # own by the same small two-layer network, equation 2:
 #
-# $$\mathrm{FFN}(x) = \max(0,\ x W_1 + b_1)\, W_2 + b_2 ,$$
+# $$\mathrm{FFN}(x) = \max(0,\ x W_1 + b_1)\, W_2 + b_2 .$$
 #
-# widening from $d_\text{model} = 512$ to $d_{ff} = 2048$, applying a ReLU, and narrowing back.
-# "Position-wise" means the same weights are used at every position (but differ from layer to
-# layer); the paper notes this is the same as two convolutions with kernel size 1. About two
-# thirds of each encoder layer's parameters live here.
+# It widens each vector from $d_\text{model} = 512$ to $d_{ff} = 2048$, applies a ReLU, and
+# narrows it back. "Position-wise" means that every position uses the same weights; each layer
+# has its own. The paper notes that this is the same as two convolutions with kernel size 1.
+# About two thirds of each encoder layer's parameters live here.
 
 
 # %%
@@ -316,9 +332,9 @@ class PositionwiseFeedForward(nn.Module):
 # ## 4. Encoder and decoder layers, and their stacks (section 3.1)
 #
 # With the wrapper and the two kinds of sub-layer in hand, a layer is a few lines. The lambdas
-# fix the arguments of each attention so the wrapper sees a function of $x$ alone. Note the
-# decoder's second attention: its queries come from the decoder ($x$), its keys and values from
-# the encoder's output (`memory`), as chapter 1's table of the three uses said.
+# fix the other arguments of each attention, so the wrapper sees a function of $x$ alone. Note
+# the decoder's second attention: its queries come from the decoder ($x$), and its keys and
+# values from the encoder's output (`memory`), as chapter 1's table of the three uses said.
 
 
 # %%
@@ -431,30 +447,32 @@ class Decoder(nn.Module):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Embeddings and the output layer (section 3.4)
 #
-# Tokens enter as integer ids. A learned embedding table turns each id into a
-# $d_\text{model}$-wide vector, and the paper multiplies those vectors by
-# $\sqrt{d_\text{model}}$ ($\approx 22.6$). The paper gives no reason. What the factor does is
-# a matter of scale. The table starts small: Xavier initialization (section 7 below) spreads a
-# matrix's entries less the more rows it has, and an embedding table has one row per word of the
-# vocabulary, so at the paper's sizes a word's vector is tiny. The positional encodings added
-# next are sines and cosines, far larger. The factor lifts the words by more than twenty times,
-# from a whisper under the positions to a clear signal, though still smaller than them at the
-# start (section 6 measures both); training then sets the balance. With shared weights the same
-# matrix is also the output layer, where small entries suit, and the factor lets one matrix serve
-# both ends.
+# Tokens enter as integer ids, and a learned embedding table turns each id into a vector of width
+# $d_\text{model}$. The paper then multiplies those vectors by $\sqrt{d_\text{model}}$
+# ($\approx 22.6$). The paper gives no reason. What the factor does is a matter of scale.
 #
-# At the other end, a linear layer maps the decoder's output to one score (*logit*) per target
-# word; a softmax over them gives the next-token distribution. Our model returns the logits and
-# leaves the softmax to the loss (chapter 3), which is both faster and numerically safer than
-# taking the logarithm of a probability that has rounded to 0.
+# The table starts small, because `make_model` (section 7) initializes it the Xavier way: each
+# entry is drawn from a range that narrows as the matrix grows. An embedding table has one row
+# per word of the vocabulary, so at the paper's sizes a word's vector is tiny. The positional
+# encodings added next are sines and cosines, far larger. The factor lifts the words more than
+# twenty-fold, from a whisper under the positions to a clear signal. They are still smaller
+# than the positions at the start (section 6 measures both), and training then sets the
+# balance. With shared weights the same matrix is also the output layer, where small entries
+# suit, so the factor lets one matrix serve both ends.
+#
+# At the other end, a linear layer maps the decoder's output to one score per target word, its
+# *logit*, and a softmax over the logits gives the next-token distribution. Our model returns the
+# logits and leaves the softmax to the loss (chapter 3). That is faster, and numerically safer
+# than taking the logarithm of a probability that has rounded to 0.
 #
 # **Weight sharing.** The paper uses one matrix for three jobs: the source embedding, the target
-# embedding and the output layer. That needs one vocabulary for both languages (the paper's
-# byte-pair vocabulary of about 37000 tokens is shared between English and German), and it saves
-# two $V \times d_\text{model}$ matrices, about 38M parameters for the base model. It also makes
-# sense: a word's input vector and the direction that predicts it are the same thing seen from
-# both ends. Here it is an option, `share_embeddings=True`. With separate vocabularies (like
-# chapter 5's word vocabularies, one per language) the source cannot share, but the target
+# embedding and the output layer. That needs one vocabulary for both languages. The paper's
+# vocabulary of about 37000 tokens is indeed shared between English and German: it is made of
+# byte-pair pieces, subwords that both languages use (chapter 5 builds them). Sharing saves two
+# $V \times d_\text{model}$ matrices, about 38M parameters for the base model. It also makes
+# sense: a word's input vector and the direction that predicts it are the same thing, seen from
+# the two ends. Here sharing is an option, `share_embeddings=True`; with a separate vocabulary
+# for each language, like chapter 5's word vocabularies, the source cannot share. The target
 # embedding and the output layer still can: `tie_target_embeddings=True`.
 
 
@@ -487,25 +505,28 @@ class Embeddings(nn.Module):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Positional encoding (section 3.5)
 #
-# Attention itself is blind to order: shuffle the keys and values together and every query gets
-# the same answer. The model learns word order only because something position-dependent is
-# added to each embedding at the bottom of both stacks. The paper uses fixed sinusoids,
+# Attention itself is blind to order: shuffle the keys and values together, and every query
+# gets the same answer. The model can learn word order only because something that depends on
+# the position is added to each embedding, at the bottom of both stacks. The paper uses fixed
+# sinusoids:
 #
 # $$PE_{(pos,\,2i)} = \sin\!\big(pos / 10000^{2i/d_\text{model}}\big), \qquad
-#   PE_{(pos,\,2i+1)} = \cos\!\big(pos / 10000^{2i/d_\text{model}}\big):$$
+#   PE_{(pos,\,2i+1)} = \cos\!\big(pos / 10000^{2i/d_\text{model}}\big).$$
 #
-# each pair of dimensions $(2i, 2i+1)$ is a sine and a cosine of the position at one frequency,
-# and the wavelengths run in a geometric progression from $2\pi$ (the first pair, which changes
-# quickly) to $10000 \cdot 2\pi$ (the last pair, which hardly changes over a sentence). Read along a
-# row, it is like the hands of many clocks running at different speeds. The encoding is followed
-# by dropout (section 5.4). The paper also tried learned position embeddings and found nearly
-# identical results (Table 3, row E). Sinusoids need no training, and, unlike a learned table of
-# embeddings, they are defined for every position: section 3.5 hopes this lets the model read
-# sentences longer than any it trained on. Our module keeps a precomputed table for speed
-# (`ModelConfig.max_len` rows) and computes more rows when a longer input arrives, so the
-# model accepts any length; the end of this section shows what the encodings look like past
-# the table. The learned alternative is here too, as `LearnedPositions` (a trained table of
-# `max_len` vectors, chosen with `ModelConfig.learned_positions`), for chapter 9 to measure.
+# Each pair of dimensions $(2i, 2i+1)$ holds a sine and a cosine of the position at one
+# frequency. The wavelengths form a geometric progression, from $2\pi$ in the first pair,
+# which changes quickly, to $10000 \cdot 2\pi$ in the last, which hardly changes over a
+# sentence. Read along a row, the encoding is like the hands of many clocks running at
+# different speeds. Dropout follows the encoding (section 5.4).
+#
+# The paper also tried learned position embeddings, and found nearly identical results (Table 3,
+# row E). Sinusoids need no training, and unlike a learned table they are defined for every
+# position. Section 3.5 hopes this lets the model read sentences longer than any it trained
+# on. Our module keeps a precomputed table of `ModelConfig.max_len` rows, for speed, and
+# computes more rows when a longer input arrives, so the model accepts any length. The end of
+# this section looks at the encodings past the table. The learned alternative is here too, as
+# `LearnedPositions`: a trained table of `max_len` vectors, chosen with
+# `ModelConfig.learned_positions`, for chapter 9 to measure.
 
 
 # %%
@@ -568,16 +589,18 @@ class LearnedPositions(nn.Module):
 
 
 # %% [markdown]
-# A picture of the first 100 positions and 64 dimensions: fast oscillations on the left,
-# slow drifts on the right. Every row is different, so every position has a unique signature.
+# The chart shows the first 100 positions (rows) and 64 dimensions (columns). The columns on
+# the left oscillate fast, and those on the right drift slowly. No two rows are alike, so every
+# position has a signature of its own.
 
 # %% tags=["active-ipynb"]
 # positional_chart()
 
 # %% [markdown]
-# Section 5's question, measured at the paper's sizes: how large is a word's vector, as
-# `make_model` initializes it, against the encoding of its position? (Root mean square of the
-# entries, over the whole table and the first 512 positions.)
+# Now section 5's question, measured at the paper's sizes. How large is a word's vector, as
+# `make_model` initializes it, next to the encoding of its position? We measure both as a root
+# mean square (RMS) of entries: over the whole embedding table for the words, and over the first
+# 512 positions for the encodings.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # rms = lambda x: float(x.pow(2).mean().sqrt())  # noqa: E731
@@ -587,24 +610,32 @@ class LearnedPositions(nn.Module):
 # print(f"a word's vector: RMS {word:.4f}, times sqrt(512): {scaled:.2f}")
 # print(f"a position's encoding: RMS {position:.2f}, {position / scaled:.0f} times the scaled word")
 
+# %% [markdown]
+# Unscaled, a word's vector would be almost invisible beside its position's encoding. Even
+# after the factor $\sqrt{512}$, the position is still the larger of the two, four times the
+# word, as the second line says. So at the start the first layer sees mostly where a token is,
+# and a little of which token it is.
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Checking the claim that $PE_{pos+k}$ is a linear function of $PE_{pos}$
 #
 # The paper chose sinusoids because, it says, they should make it easy to attend by *relative*
-# position: for any fixed offset $k$, $PE_{pos+k}$ is a linear function of $PE_{pos}$. The
-# angle-addition formulas show why. For one frequency $\omega$,
+# position. The reason is that for any fixed offset $k$, $PE_{pos+k}$ is a linear function of
+# $PE_{pos}$. The angle-addition formulas show why. For one frequency $\omega$,
 #
 # $$\begin{pmatrix}\sin\omega(pos+k)\\ \cos\omega(pos+k)\end{pmatrix}
 #   = \begin{pmatrix}\cos\omega k & \sin\omega k\\ -\sin\omega k & \cos\omega k\end{pmatrix}
 #     \begin{pmatrix}\sin\omega\, pos\\ \cos\omega\, pos\end{pmatrix},$$
 #
-# a rotation that depends on $k$ but not on $pos$. Stacking one such $2\times 2$ rotation per
-# frequency gives a matrix $M_k$ with $PE_{pos+k} = M_k\, PE_{pos}$ for **every** position.
+# a rotation that depends on $k$ but not on $pos$. Stack one such $2\times 2$ rotation per
+# frequency, and you get a matrix $M_k$ with $PE_{pos+k} = M_k\, PE_{pos}$ for **every**
+# position.
 #
-# We check it two ways: with $M_k$ built from the formula, and with an $M_k$ *fitted* by least
-# squares to the even positions $0, 2, \dots, 19998$ without using the formula at all, then
-# tested on the odd positions it never saw. (The slowest sinusoids barely move over a few hundred
-# positions, so a fit needs a long stretch of them to pin every rotation down.)
+# We check this in two ways. The first builds $M_k$ from the formula. The second *fits* an $M_k$
+# by least squares to the even positions $0, 2, \dots, 19998$, without the formula, and tests it
+# on the odd positions, which the fit never saw. The fit needs a long stretch of positions: the
+# slowest sinusoids barely move over a few hundred of them, and only a long stretch pins every
+# rotation down.
 
 
 # %%
@@ -654,9 +685,9 @@ def _below(error: float, bound: float) -> str:
 # linear_offset_check([1, 5, 20, 100])
 
 # %% [markdown]
-# Both errors are at the level of double-precision rounding (about $10^{-12}$ here; the exact
-# figure depends on the CPU and its linear-algebra library, so the table prints only the bound):
-# a fixed linear map really does shift every position by $k$. Whether a trained model exploits
+# Both errors are at the level of double-precision rounding, so a fixed linear map really does
+# shift every position by $k$. The exact error, about $10^{-12}$, depends on the CPU and its
+# linear-algebra library, so the table prints only the bound. Whether a trained model exploits
 # this is another matter, but the mechanism is there for attention to use.
 #
 # ### Past the end of the table
@@ -667,15 +698,16 @@ def _below(error: float, bound: float) -> str:
 # `PositionalEncoding` simply computes more rows when it needs them. But is an encoding at
 # position 50,000 anything the model could make sense of?
 #
-# The rotation above says what stays the same. The dot product of two encodings is
-# $PE_{p} \cdot PE_{p+k} = \sum_i \cos(\omega_i k)$: it depends on the distance $k$ and not on
-# where the pair sits: a pair of encodings 3 apart at positions 50,000 and 50,003 has the same
-# dot product as the pair at 10 and 13. A trained head compares positions through its learned
-# $W^Q$ and $W^K$ first, and keeps this property exactly only if those matrices respect the
-# rotations, which nothing in training forces; so this is what the encoding offers a head, not
-# a promise about what every head does with it. We measure the encodings' dot products for pairs
-# far beyond the table this module precomputes (5,000 rows by default; the book's runs set
-# `max_len` to 512):
+# The rotation above says what stays the same. The dot product of two encodings,
+# $PE_{p} \cdot PE_{p+k} = \sum_i \cos(\omega_i k)$, depends on the distance $k$ and not on
+# where the pair sits. Take the encodings at positions 10 and 13, three apart. Their dot
+# product is the same as that of the pair at positions 50,000 and 50,003.
+#
+# A trained head, though, first passes positions through its learned $W^Q$ and $W^K$. It keeps
+# this property exactly only if those matrices respect the rotations, and nothing in training
+# forces that. So this is what the encoding offers a head, not a promise about what every head
+# does with it. We measure the dot products for pairs far beyond the table this module
+# precomputes. (The table holds 5,000 rows by default; the book's runs set `max_len` to 512.)
 
 
 # %%
@@ -703,18 +735,21 @@ def position_similarity(
 # similarity_chart(similarity)
 
 # %% [markdown]
-# The four curves lie on top of one another (the chart draws them dashed so that you can see
-# they are four). So nothing in the encoding itself stops a model from reading longer inputs,
-# and `make_model` accepts them: a model built with `max_len=4` runs on a sentence of 12 tokens
-# (the tests check it). What the encoding cannot promise is that the *trained weights* carry
-# over. A model has also learned from the absolute encodings it saw, and the slow sinusoids (the
-# right half of the heatmap) take values at position 500 that no sentence of 40 words ever
-# produced. In practice Transformers with sinusoids degrade on inputs much longer than their
-# training data; later work moved the position information into the attention scores
-# themselves (relative position representations, rotary embeddings) to do better. The book's
-# translation filter (`python -m annotated.translate`, named in chapter 6; its `--help` lists the
-# options) accepts long sentences, up to a limit you can raise (`--max-tokens`), and leaves a
-# longer line untranslated with a warning instead of spending minutes on it.
+# The four curves lie on top of one another; the chart draws them dashed so that you can see
+# there are four. So nothing in the encoding itself stops a model from reading longer inputs.
+# And `make_model` accepts them: a model built with `max_len=4` runs on a sentence of 12 tokens
+# (the tests check it).
+#
+# What the encoding cannot promise is that the *trained weights* carry over. A model has also
+# learned from the absolute encodings it saw. The slow sinusoids (the right half of the heatmap)
+# take values at position 500 that no sentence of 40 words ever produced. In practice,
+# Transformers with sinusoids degrade on inputs much longer than their training data. Later
+# work moved the position information into the attention scores themselves, to do better:
+# relative position representations, and rotary embeddings.
+#
+# The book's translation filter, `python -m annotated.translate` (chapter 6; `--help` lists its
+# options), accepts long sentences up to a limit that you can raise, `--max-tokens`. It leaves a
+# longer line untranslated, with a warning, rather than spend minutes on it.
 #
 # With the positions, the map is complete:
 
@@ -724,10 +759,11 @@ def position_similarity(
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The full model
 #
-# Now the assembly, following Figure 1 from bottom to top: embed and position-encode the source,
-# run the encoder; embed and position-encode the target, run the decoder with the encoder's
-# output as `memory`; project to logits. `encode` and `decode` are separate methods because a
-# translation needs the encoder once and the decoder once per generated token (chapter 4).
+# Now the assembly, following Figure 1 from bottom to top. Embed and position-encode the source,
+# and run the encoder. Embed and position-encode the target, and run the decoder, with the
+# encoder's output as `memory`. Project to logits. `encode` and `decode` are separate methods,
+# because a translation runs the encoder once and the decoder once per generated token
+# (chapter 4).
 
 
 # %%
@@ -805,9 +841,10 @@ def count_parameters(model: nn.Module) -> int:
 # ### Model sizes against Table 3
 #
 # Table 3 lists the parameter count of each variant the authors trained. We rebuild every row
-# that has a count, with a shared vocabulary of 37000 tokens (section 5.1 says "about 37000")
-# and shared embeddings, and count. The models are built on PyTorch's `meta` device, which
-# records shapes without allocating memory, so even the 213M-parameter big model costs nothing.
+# that has a count, and count our own. Each uses shared embeddings and a shared vocabulary of
+# 37000 tokens, a size that section 5.1 gives only roughly. The models are built on PyTorch's `meta`
+# device, which records shapes without allocating memory, so even the 213M-parameter big model
+# costs nothing.
 
 # %%
 TABLE3_PARAMETERS = {
@@ -850,29 +887,42 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # table3_parameter_counts()
 
 # %% [markdown]
-# Every row but one comes out *below* the paper, by 2 to 6%; only `big` is above, by 0.6%. The
-# vocabulary explains most of the shortfall: the paper only says "about 37000", and each 1000
-# tokens of a shared vocabulary add about 0.26M parameters at $d_\text{model} = 256$, 0.5M at
-# 512 and 1M at 1024. With 41000 tokens (`table3_parameter_counts(41000)`) every row but `big`
-# lands within half a million of the paper's count, as close as a table printed in whole
-# millions can show. No vocabulary fits `big` as well: 41000 puts it 5M above, because Table 3
-# disagrees with itself. Its $d_\text{model} = 1024$ row and `big` differ only in $d_{ff}$ (2048
-# against 4096; their heads split the same width in two ways, which changes no count). Widening
-# the feed-forward networks of all 12 layers adds 50.4M parameters, yet the two printed counts
-# differ by 45M. The layers themselves, which do not depend on the vocabulary, are exactly the
-# formula: per encoder layer
-# $4(d_\text{model}^2 + d_\text{model}) + 2 d_\text{model} d_{ff} + d_{ff} + d_\text{model}
-# + 4 d_\text{model}$ (attention, feed-forward, two layer norms), which the tests check.
+# Every row but one comes out *below* the paper, by 2 to 6%. Only `big` is above, by 0.6%. The
+# vocabulary explains most of the shortfall. The paper only says "about 37000", and every
+# token of a shared vocabulary brings $d_\text{model} + 1$ parameters: its row of the one
+# shared matrix, and its bias in the output layer. So each thousand tokens add, at each width:
+#
+# | $d_\text{model}$ | parameters added by a thousand more tokens |
+# |---|---|
+# | 256 | 0.26M |
+# | 512 | 0.5M |
+# | 1024 | 1M |
+#
+# With 41000 tokens (`table3_parameter_counts(41000)`), every row but `big` lands within half a
+# million of the paper's count. That is as close as a table printed in whole millions can show.
+# No vocabulary fits `big` as well: 41000 puts it 5M above, because Table 3 disagrees with
+# itself. Its $d_\text{model} = 1024$ row and `big` differ only in $d_{ff}$, 2048 against 4096;
+# their heads split the same width in two ways, which changes no count. Widening the
+# feed-forward networks of all 12 layers adds 50.4M parameters, yet the two printed counts
+# differ by 45M.
+#
+# The layers themselves do not depend on the vocabulary, and they match the formula exactly.
+# Per encoder layer, counting attention, the feed-forward network and two layer norms, that is
+#
+# $$4(d_\text{model}^2 + d_\text{model}) + 2 d_\text{model} d_{ff} + d_{ff} + d_\text{model}
+# + 4 d_\text{model},$$
+#
+# which the tests check.
 #
 # ### A forward pass of an untrained model
 #
-# A small model (two layers, a toy vocabulary of 11 tokens) on a batch of two sentences, one of
-# them padded. The output has one row of 11 logits per target position; softmax turns each into
-# a distribution over the next token. Untrained, those distributions are arbitrary, but not flat:
-# each row puts more than half its probability on one token (a flat row would give each of the 11
-# the same small share), and which token that is has nothing to do with the input yet.
-# Chapter 3 builds what it takes to train such a model, and chapter 4 trains a first one on a
-# real task.
+# A small model (two layers, a toy vocabulary of 11 tokens) runs on a batch of two sentences,
+# one of them padded. The output has one row of 11 logits per target position, and softmax
+# turns each row into a distribution over the next token. Untrained, those distributions are
+# arbitrary, but they are not flat. A flat row would give each of the 11 tokens the same small
+# share. Instead, the printout below shows each row putting more than half its probability on one
+# token, and which token that is has nothing to do with the input yet. Chapter 3 builds what it
+# takes to train such a model, and chapter 4 trains a first one on a real task.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.ch01_attention import padding_mask, subsequent_mask
@@ -892,8 +942,9 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 
 # %% [markdown]
 # The decoder cannot cheat: changing a *later* target token leaves the logits of *earlier*
-# positions untouched, because the subsequent mask hides the future. (The tests check the same
-# for the encoder's padding: the values at pad positions never matter.)
+# positions untouched, because the subsequent mask hides the future. Both lines below print
+# `True`. (The tests check the same for the encoder's padding: the values at pad positions never
+# matter.)
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # changed = tgt.clone()
@@ -906,11 +957,13 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # %% [markdown]
 # ### Post-norm against pre-norm, measured
 #
-# Section 2 said pre-norm is easier to train. One way to see why, before any training: send a
-# gradient back through a freshly initialized encoder and measure how large it is at each
-# layer's parameters. We use a 12-layer stack so the trend is easy to see, average over five
-# random initializations, and switch dropout off. The measurement, `gradient_norms_by_layer`,
-# sits with its chart in `annotated/figures/ch02_model.py`.
+# Section 2 said pre-norm is easier to train, and one way to see why needs no training. We
+# send a gradient back through a freshly initialized encoder, with a fixed random direction
+# standing in for the loss. Then we measure how large the gradient is at each layer's
+# parameters: its *norm*, the square root of the sum of its squared entries. We use a 12-layer
+# stack so that the trend is easy to see, average over five random initializations, and switch
+# dropout off. The measurement, `gradient_norms_by_layer`, sits with its chart in
+# `annotated/figures/ch02_model.py`.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # norms = gradient_norms_by_layer(N=12)
@@ -921,22 +974,25 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # rounded(norms.pivot(index="layer", columns="arrangement", values="gradient norm")).astype(int)
 
 # %% [markdown]
-# Two differences show. **Post-norm** sends the larger gradient to every layer, and nearly the
-# same to each: the top layers (nearest the output) get about a quarter more than the bottom
-# ones. With **pre-norm** the gradient shrinks from the bottom to the top: at the bottom layer it
-# is close to post-norm's, at the top about a third of it. Each pre-norm layer adds a small
-# correction to a residual stream that keeps growing, and only the final LayerNorm sees the
-# total, so each layer's own influence is diluted. Large gradients at the layers next to the
-# output, at the very start of training, are what make post-norm unstable with a large learning
-# rate; Xiong et al. (2020, *On Layer Normalization in the Transformer Architecture*) analyse
-# exactly this. It is one reason the paper's post-norm model needs the learning-rate warmup of
-# chapter 3, and why pre-norm became the usual choice for deep stacks. We keep the paper's
-# arrangement as the default, with its schedule.
+# The chart draws the norms on a log scale, and the table gives them to three digits. Two
+# differences show. **Post-norm** sends the larger gradient to every layer, and nearly the
+# same to each. Its top layers (nearest the output) get about a quarter more than its bottom
+# ones. With **pre-norm**, the gradient shrinks from the bottom to the top. At the bottom layer
+# it is close to post-norm's; at the top it is about a third of it. The reason is that each
+# pre-norm layer adds a small correction to a residual stream that keeps growing. Only the
+# final LayerNorm sees the total, so each layer's own influence is diluted.
+#
+# This matters because large gradients at the layers next to the output, at the very start of
+# training, make post-norm unstable with a large learning rate. Xiong et al. (2020, *On Layer
+# Normalization in the Transformer Architecture*) analyse exactly this. It is one reason the
+# paper's post-norm model needs chapter 3's learning-rate warmup, and why pre-norm became the
+# usual choice for deep stacks. We keep the paper's arrangement as the default, with its
+# schedule.
 #
 # The map shows the difference too. Here is a pre-norm model with two layers a side and two
-# vocabularies, drawn from the model `make_model` builds: a LayerNorm before each sub-layer, the
-# residual path joining at a plain addition (⊕), a final LayerNorm on top of each stack, and only
-# the target embedding shared with the output layer.
+# vocabularies, drawn from the model `make_model` builds. Each sub-layer has a LayerNorm before
+# it, and the residual path joins at a plain addition (⊕). A final LayerNorm sits on top of each
+# stack, and only the target embedding is shared with the output layer.
 
 # %% tags=["active-ipynb"]
 # pre_norm = ModelConfig(
@@ -947,10 +1003,10 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 # %% [markdown]
 #
 # **What we have:** `ModelConfig`, `LayerNorm` from its formula, every box of Figure 1, and
-# `make_model`, with its parameter counts set beside Table 3's. The model's layers are checked
-# against `nn.TransformerEncoderLayer` and `nn.TransformerDecoderLayer` in
-# `tests/test_ch02_model.py`. **Next**, chapter 3 builds what teaching it takes: batches and
-# masks, the optimizer and its schedule, and label smoothing; chapter 4 trains it.
+# `make_model`, with its parameter counts set beside Table 3's. `tests/test_ch02_model.py`
+# checks the model's layers against `nn.TransformerEncoderLayer` and
+# `nn.TransformerDecoderLayer`. **Next**, chapter 3 builds what teaching the model takes: batches
+# and masks, the optimizer and its schedule, and label smoothing; chapter 4 trains it.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -960,15 +1016,17 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 #
 # <details><summary>Answer</summary>
 #
-# Post-norm: the output keeps its usual size but not its content. The output is
-# LayerNorm(x + Sublayer(x)), and the normalization removes the overall scale of the sum, but
-# the self-attention sub-layer sees the large x first: queries and keys each grow 100-fold, so
+# Post-norm: the output keeps its usual size, but not its content. The output is
+# LayerNorm(x + Sublayer(x)), and the normalization removes the overall scale of the sum. But
+# the self-attention sub-layer sees the large x first. Queries and keys each grow 100-fold, so
 # the scores grow about 10,000-fold and the softmax saturates (chapter 1's lesson on
-# $\sqrt{d_k}$). Each position then copies the value of the one position it matches best instead
-# of a blend, and what gets normalized is x plus that hard pick. Pre-norm: the sub-layer sees
-# LayerNorm(x), which the scaling does not change, so its output is the same as before; the output
-# is x + Sublayer(LayerNorm(x)), so the large x passes through the residual path unnormalized and
-# dominates, and the sub-layer's contribution is now relatively tiny.
+# $\sqrt{d_k}$). Each position then copies the value of the one position it matches best,
+# instead of a blend. What gets normalized is x plus that hard pick.
+#
+# Pre-norm: the sub-layer sees LayerNorm(x), which the scaling does not change, so the
+# sub-layer's output is the same as before. But the layer's output is x + Sublayer(LayerNorm(x)).
+# The large x passes through the residual path unnormalized and dominates it, and the
+# sub-layer's contribution is now relatively tiny.
 #
 # </details>
 #
@@ -984,9 +1042,9 @@ def table3_parameter_counts(vocab: int = 37000) -> pd.DataFrame:
 #
 # <details><summary>Answer</summary>
 #
-# 37,000 × 512 × 2 = 37,888,000 more without sharing: the source embedding, the target embedding
-# and the output layer's weight are three matrices instead of one (the output layer's 37,000
-# biases exist either way).
+# 37,000 × 512 × 2 = 37,888,000 more without sharing. The source embedding, the target
+# embedding and the output layer's weight are three matrices instead of one. (The output layer's
+# 37,000 biases exist either way.)
 #
 # </details>
 # %% tags=["active-ipynb"]

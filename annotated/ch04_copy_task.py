@@ -1,17 +1,18 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # Chapter 4 — A first model: the copy task
 #
-# Before translating real sentences we train on a task whose answer we know: **copy the input**.
-# The source is a random sequence of symbols, the target is the same sequence. It is trivial for
-# us and not for the model: nothing in its architecture says "copy"; it must learn to send each
-# source position's symbol, through encoder-decoder attention, to the matching target position,
-# and to stop after the last one. If the machinery of chapters 1–3 has a bug (a mask that leaks,
-# a target shifted the wrong way, a schedule stepped too often), this task shows it in minutes.
+# Before translating real sentences, we train on a task whose answer we know: **copy the
+# input**. The source is a random sequence of symbols, and the target is the same sequence. The
+# task is trivial for us, but not for the model, since nothing in its architecture says "copy".
+# It must learn to send each source position's symbol, through encoder-decoder attention, to
+# the matching target position, and to stop after the last one. If the machinery of
+# chapters 1–3 has a bug, this task shows it in minutes: a mask that leaks, a target shifted
+# the wrong way, a schedule stepped too often.
 #
-# The chapter also introduces **decoding**: turning a trained model into outputs. The model
+# The chapter also introduces **decoding**, which turns a trained model into outputs. The model
 # only ever predicts the next token given the previous ones, so an output is produced one token
-# at a time, feeding each prediction back in. The simplest way, *greedy decoding*, takes the most
-# probable token at each step.
+# at a time, with each prediction fed back in. The simplest way, *greedy decoding*, takes the
+# most probable token at each step.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -80,15 +81,20 @@ from annotated.ch03_training import (
 # ## 1. The data
 #
 # Symbols are the ids after the three specials (pad, `<s>`, `</s>`). A source is a random
-# sequence of 4 to 12 symbols followed by `</s>`; its target is `<s>`, the same symbols, `</s>`.
-# Varying the lengths matters: with fixed-length sequences the model could count positions
-# instead of learning when to stop, and padding (and so the padding masks) would never be tested.
+# sequence of 4 to 12 symbols followed by `</s>`. Its target is `<s>`, the same symbols, and
+# `</s>`. Varying the lengths matters: with sequences of one fixed length, the model could count
+# positions instead of learning when to stop, and padding would never be tested (nor the masks
+# that hide it).
+#
+# Here the book differs from the copy task of Harvard NLP's Annotated Transformer, in the 2018
+# post and its 2022 revision alike. There every sequence is 10 tokens long, with no end token,
+# and decoding runs a fixed number of steps, so that model never has to learn to stop.
 #
 # The data of each optimizer step is drawn from a random generator seeded by the step number,
 # which is what lets `train` resume a stopped run on exactly the data it would have seen. The
-# held-out sequences, on which we measure success, come from a separate generator, and any that
-# also occurs in the training steps is rejected, so the model is tested only on sequences it has
-# never seen.
+# held-out sequences, on which we measure success, come from a separate generator. Any of them
+# that also occurs in the training steps is rejected, so the model is tested only on sequences
+# it has never seen.
 
 
 # %%
@@ -159,24 +165,32 @@ class CopyTask:
 # print("tgt_out ", first.tgt_out[0].tolist())
 # print(f"batch of {first.src.size(0)} sentences, {first.n_tokens} target tokens")
 
+# %% [markdown]
+# The printout is the first sequence of step 0's batch. The decoder reads `tgt_in`, the target
+# without its last token, so it starts with `<s>` (id 1). It must predict `tgt_out`, the target
+# without its first token, which here ends with `</s>` (id 2). Position by position, the right
+# answer is the next token of the target: the source's symbol at that position, and at the end
+# the stop. The last line counts target tokens without padding, because the loss is averaged
+# over them (chapter 3).
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Greedy decoding
 #
-# To produce an output we run the encoder once, then the decoder repeatedly: start with `<s>`,
-# predict the next token from everything so far, append the most probable one, and go on. Three
-# details, each a bug in some implementations:
+# To produce an output, we run the encoder once and then the decoder repeatedly. Start with
+# `<s>`, predict the next token from everything so far, append the most probable one, and go
+# on. Three details matter, and each is a bug in some implementations:
 #
-# * **Start from `<s>`.** The model was trained to see `<s>` at the first decoder position; any
+# * **Start from `<s>`.** The model was trained to see `<s>` at the first decoder position. Any
 #   other start (the pad id, say) asks it a question it has never seen.
 # * **Stop each sentence at `</s>`.** Sentences in a batch end at different steps. Once a
-#   sentence has produced `</s>` it is finished: its later positions are filled with pad, and the
-#   loop stops as soon as *every* sentence is finished (or at `max_len`).
-# * **No gradients, no dropout.** Decoding runs under `torch.no_grad()` and in eval mode; the
+#   sentence has produced `</s>` it is finished, and its later positions are filled with pad.
+#   The loop stops as soon as *every* sentence is finished, or at `max_len`.
+# * **No gradients, no dropout.** Decoding runs under `torch.no_grad()` and in eval mode. The
 #   function restores the mode the model was in.
 #
-# The whole batch is decoded together: one decoder call per step for all sentences. (This
-# version recomputes the decoder over the whole prefix at every step; chapter 6 adds a cache
-# that makes each step cost one position.)
+# The whole batch is decoded together, with one decoder call per step for all sentences. This
+# version recomputes the decoder over the whole prefix at every step. Chapter 6 adds a cache
+# that makes each step cost one position.
 
 
 # %%
@@ -237,33 +251,46 @@ def exact_match(model: EncoderDecoder, task: CopyTask, sequences: list[list[int]
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Training
 #
-# A small model, by the paper's standards: $N = 2$ layers, $d_\text{model} = 64$, 4 heads,
-# $d_{ff} = 256$, about 236 thousand parameters, with the paper's dropout and label smoothing. The
-# learning rate follows equation 3 with a short warmup of 200 steps. Chapter 3's `TrainConfig` also
-# has `lr_factor`, a number that multiplies equation 3's rate; here it is 1, the paper's formula
-# unchanged. The rate then peaks at step 200 at
-# $64^{-0.5} \cdot 200^{-0.5} \approx 8.8 \times 10^{-3}$, more than ten times the paper's base
-# model's peak ($512^{-0.5} \cdot 4000^{-0.5} \approx 7.0 \times 10^{-4}$): a narrow model gets a
-# high rate from the factor $d_\text{model}^{-0.5}$, and a short warmup a high peak. On a task this
-# easy the model learns quickly and stably with it, as the run below shows. Every 100 steps we
-# decode the 200 held-out sequences and stop once all are copied exactly.
+# A small model, by the paper's standards: $N = 2$ layers, $d_\text{model} = 64$, 4 heads and
+# $d_{ff} = 256$, about 236 thousand parameters, with the paper's dropout and label smoothing.
+# The learning rate follows equation 3, with a short warmup of 200 steps. Chapter 3's
+# `TrainConfig` also has `lr_factor`, a number that multiplies equation 3's rate; here it is 1,
+# the paper's formula unchanged.
 #
-# One deliberate choice: this model trains in float32, not under bfloat16 autocast. Autocast
-# converts the inputs of every matrix product to bfloat16 and back, and for $64 \times 64$
-# matrices the conversions cost nearly what the faster products save: on the book's AMD EPYC
-# `make bench-copy` measures a bf16 step of this model only 1.1 times as fast as an fp32 one
-# (on an earlier machine, not recorded, it was slower). For so small a gain fp32 is worth it: it
-# gives every CPU the same precision, with bf16 instructions or without (the last bits can still
-# differ with the CPU's kernels and thread count, so the curves below are one machine's run, and
-# `make test` does not compare them). The same benchmark then measures the model at several
-# widths, this one again among them, and shows the balance tipping as the model gets wider
-# (1.06 times at width 64 this second time, 1.43 at 256, 1.68 at 512), which is why chapter 7's
-# model uses bf16 where the CPU has it.
+# The rate then peaks at step 200, at $64^{-0.5} \cdot 200^{-0.5} \approx 8.8 \times 10^{-3}$.
+# That is more than ten times the peak of the paper's base model,
+# $512^{-0.5} \cdot 4000^{-0.5} \approx 7.0 \times 10^{-4}$. Two things raise it: a narrow model
+# gets a high rate from the factor $d_\text{model}^{-0.5}$, and a short warmup gives a high peak.
+# On a task this easy the model learns quickly and stably at that rate, as the run below shows.
+# Every 100 steps we decode the 200 held-out sequences and measure their *exact match*: the share
+# copied exactly, length included. Training stops once it reaches 100%.
 #
-# The copy-task configuration is one object, `COPY_SETUP`; `train_copy_model` runs it. This
+# One deliberate choice: this model trains in float32, not under bfloat16 autocast. Autocast is
+# PyTorch's mode that runs each matrix product in bfloat16, a 16-bit format, converting the
+# inputs down and the results back up where float32 is needed. That pays off only when the
+# products are large: for matrices of width 64, the conversions cost nearly what the faster
+# products save. `make bench-copy` times a training step in both precisions, for this model
+# and for two wider ones:
+#
+# | width $d_\text{model}$ | a bf16 step, times as fast as an fp32 one |
+# |---|---|
+# | 64 (this model) | 1.06 |
+# | 256 | 1.43 |
+# | 512 | 1.68 |
+#
+# For this model the gain is too small to be worth having, and float32 gives every CPU the same
+# precision, whether it has bf16 instructions or not. The balance tips as the model gets
+# wider, which is why chapter 7's model uses bf16 where the CPU has it. The machine behind these
+# timings is named in the records (`benchmarks/README.md`).
+#
+# Even in float32, the last bits of the arithmetic can differ with the CPU's kernels and its
+# thread count, so the curves below are one machine's run, and `make test` does not compare
+# them.
+#
+# The copy-task configuration is one object, `COPY_SETUP`, and `train_copy_model` runs it. This
 # notebook calls exactly this function, and its summary cell below asserts 100% exact match on
-# the held-out sequences before the step limit; `make test` re-executes the notebook, so the
-# claim of this chapter is checked whenever the tests run.
+# the held-out sequences before the step limit. The tests re-execute the notebook (`make test`), so
+# the chapter's claim is checked whenever they run.
 
 # %%
 COPY_SETUP = {
@@ -314,8 +341,8 @@ def train_copy_model(
 # model, history, checks = train_copy_model()
 
 # %% [markdown]
-# The held-out exact match as training goes on, and the training loss (this chapter's drawing
-# code is in `annotated/figures/ch04_copy_task.py`):
+# Here are the training loss and the held-out exact match as training goes on. (This chapter's
+# drawing code is in `annotated/figures/ch04_copy_task.py`.)
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
@@ -327,6 +354,13 @@ def train_copy_model(
 # )
 #
 # copy_training_chart(history, checks)
+
+# %% [markdown]
+# The two curves move at different times. The loss falls steeply over the first few hundred
+# steps. Exact match lags behind, because a sequence counts only when every symbol and the stop
+# are right. It is near zero at the first check, then climbs steeply once the loss is small.
+# The last few sequences, often the longest, can take several more checks. The loss also
+# flickers from step to step: each step draws a new batch, and dropout is on.
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
@@ -343,7 +377,8 @@ def train_copy_model(
 # print(f"({int(history.tokens.sum()):,} target tokens seen; {parameters:,} parameters)")
 
 # %% [markdown]
-# Whatever the machine, the end state is the same, and it is what the tests require:
+# The steps and seconds in that line depend on the machine, but the 100% does not. Whatever the
+# machine, the end state is the same, and it is what the tests require:
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # held_out = COPY_SETUP["task"].held_out(COPY_SETUP["held_out"], COPY_SETUP["train"].max_steps)
@@ -352,9 +387,10 @@ def train_copy_model(
 # %% [markdown]
 # ## 4. What the model outputs
 #
-# A few held-out sequences of different lengths, and the model's greedy copies. Each copy stops
-# by itself: the model has learned to emit `</s>` after the last symbol, and decoding then ends
-# that sentence while the longer ones go on.
+# Here are a few held-out sequences of different lengths, and the model's greedy copies. Each
+# copy stops by itself. The model has learned to emit `</s>` after the last symbol, and decoding
+# then ends that sentence while the longer ones go on. Every copy below matches its source
+# symbol for symbol, repeated symbols included, and has its source's length.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # examples = sorted(held_out[:6], key=len)
@@ -367,10 +403,11 @@ def train_copy_model(
 # )
 
 # %% [markdown]
-# Greedy decoding of one of them, drawn step by step from the model's own output: each row is one
-# call of the decoder, fed `<s>` and everything chosen so far, and the box at the end of the row is
-# the token it chose. Every row recomputes its whole prefix, so a copy of $n$ symbols passes
-# $1 + 2 + \dots + (n + 1)$ positions through the decoder; chapter 6 removes that waste.
+# Next, greedy decoding of one of them, drawn step by step from the model's own output. Each row
+# is one call of the decoder, fed `<s>` and everything chosen so far; the box at the end of the
+# row is the token it chose. Every row recomputes its whole prefix, so a copy of $n$ symbols
+# passes $1 + 2 + \dots + (n + 1)$ positions through the decoder. Chapter 6 removes that
+# waste.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch04_copy_task import decoding_steps
@@ -380,10 +417,11 @@ def train_copy_model(
 # decoding_steps([str(t) for t in copied] + ["</s>"], cached=False)
 
 # %% [markdown]
-# And where the model looks. The encoder-decoder attention of the last decoder layer, averaged
-# over its heads (measured by `source_attention`, in the same figures module), for one sequence: each output position attends to the source position holding
-# the symbol it must produce, so the weights run along a diagonal. Nobody told the model to do
-# that; it is what copying through attention has to look like.
+# And where does the model look? The chart shows the encoder-decoder attention of the last
+# decoder layer for one sequence, averaged over its heads; the function `source_attention`, in
+# the same figures module, measures it. Each output position attends to the source position
+# that holds the symbol it must produce, so the weights run along a diagonal. Nobody told the
+# model to do that; it is what copying through attention has to look like.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # # NBVAL_IGNORE_OUTPUT
@@ -391,10 +429,10 @@ def train_copy_model(
 # attention_chart(source_attention(model, COPY_SETUP["task"], held_out[0]))
 
 # %% [markdown]
-# **What we have:** a trained Transformer, `greedy_decode`, and a check that the whole
-# pipeline — masks, shifting, loss, schedule, decoding — works end to end. **Next**, real
-# sentences: chapter 5 turns German and English text into batches, chapter 6 decodes faster and
-# better and scores translations, and chapter 7 trains German to English on Multi30k.
+# **What we have:** a trained Transformer, `greedy_decode`, and a check that the whole pipeline
+# works end to end: masks, shifting, loss, schedule and decoding. **Next**, real sentences:
+# chapter 5 turns German and English text into batches, and chapter 6 decodes faster and
+# better, and scores translations. Chapter 7 trains German to English on Multi30k.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -405,11 +443,11 @@ def train_copy_model(
 #
 # <details><summary>Answer</summary>
 #
-# Run it to see what your model does; what to expect is this. The positional encoding is
-# defined for any position, but the model has only ever written outputs of up to 12 symbols and
-# has only seen `</s>` at those lengths, so beyond position 12 it is on ground it never trained
-# on: expect early `</s>`, repeated symbols or wrong ones there, while the first positions are
-# often still right. Models generalise poorly to lengths they have not seen.
+# Run it to see what your model does; here is what to expect. The positional encoding is
+# defined for any position. But the model has only ever written outputs of up to 12 symbols,
+# and has only seen `</s>` at those lengths. Beyond position 12 it is on ground it never
+# trained on. Expect an early `</s>`, repeated symbols or wrong ones there, while the first
+# positions are often still right. Models generalise poorly to lengths they have not seen.
 #
 # </details>
 #
@@ -422,9 +460,9 @@ def train_copy_model(
 # <details><summary>Answer</summary>
 #
 # Run it and see. What one layer must do alone: for output position $i$, its encoder-decoder
-# attention must find source position $i$ and pass its symbol on. That is possible in one layer,
-# because queries and keys both carry their positions, so a single layer can in principle learn
-# the task; with two, the work can be shared, and training is often faster.
+# attention must find source position $i$ and pass its symbol on. One layer can do that in
+# principle, because queries and keys both carry their positions. With two layers the work can
+# be shared, and training is often faster.
 #
 # </details>
 #

@@ -5,13 +5,13 @@
 #
 # Chapters 1–4 built the Transformer and trained it on sequences of made-up symbols. To translate,
 # it needs real sentences turned into what it reads: lists of integer ids, packed into batches.
-# This chapter builds that path once, and the two translation chapters (7 for Multi30k, 8 for WMT)
-# both take it:
+# This chapter builds that path once. Both translation chapters take it, chapter 7 for Multi30k
+# and chapter 8 for WMT:
 #
 # 1. read a parallel corpus, checked against the checksums the book keeps (`annotated/base/datasets.py`);
 # 2. cut each sentence into **tokens**, either words or subwords, and glue tokens back into text;
 # 3. learn a **vocabulary** from the training split only, and save it with the settings that
-#    built it, since a model is useless without the exact vocabulary it was trained with;
+#    built it (a model is useless without the exact vocabulary it was trained with);
 # 4. group sentences of similar length into **batches of a fixed token budget**, and measure the
 #    padding that saves.
 #
@@ -19,10 +19,10 @@
 # descriptions of Flickr photos, each translated into German by a professional translator. The
 # book translates German into English with it, in an hour on a laptop CPU (chapter 7).
 #
-# This is the job torchtext used to do (datasets, vocabularies, padding, bucketing); it has been
-# retired and no longer imports with current PyTorch, so the book writes its own small version.
-# (The tables shown here are built by `annotated/figures/ch05_text.py`, and the exercises' checks
-# live in `annotated/exercises/ch05_text.py`.)
+# This used to be the job of the torchtext library: datasets, vocabularies, padding, bucketing.
+# That library has been retired and no longer imports with current PyTorch, so the book writes its
+# own small version. The tables shown here are built by `annotated/figures/ch05_text.py`, and the
+# exercises' checks live in `annotated/exercises/ch05_text.py`.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -85,12 +85,16 @@ from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The data
 #
-# `read_multi30k(split)` returns the (German, English) pairs of one split. It takes the gzip files
-# from a local folder if you name one (the `ANNOTATED_DATA_DIR` variable, or the `mirror`
-# argument), else from the cache in `data/multi30k/`, else downloads them from the official
-# `multi30k/dataset` repository, and in every case checks their SHA-256 before use. We train on
-# `train`, watch `val` during training, and report the final score on `test_2016_flickr`, which
-# nothing in training ever touches. (Chapter 8's WMT data comes through the same module.)
+# `read_multi30k(split)` returns the (German, English) pairs of one split. It looks for the gzip
+# files in three places, in this order:
+#
+# 1. a local folder you name (the `ANNOTATED_DATA_DIR` variable, or the `mirror` argument);
+# 2. the cache in `data/multi30k/`;
+# 3. the official `multi30k/dataset` repository, from which it downloads them.
+#
+# Wherever they come from, it checks their SHA-256 before use. We train on `train`, watch `val`
+# during training, and report the final score on `test_2016_flickr`, which nothing in training
+# ever touches. Chapter 8's WMT data comes through the same module.
 
 # %% tags=["active-ipynb"]
 # splits = {name: read_multi30k(name) for name in ("train", "val", "test_2016_flickr")}
@@ -106,13 +110,13 @@ from annotated.ch03_training import Batch, SpecialTokens, pad_sequences
 #
 # The model reads and writes integer ids, so each sentence becomes a list of **tokens**, and each
 # token an id. We split words with spaCy's rule-based tokenizers for German and English
-# (`spacy.blank`, which needs no downloaded model): they split off punctuation and clitics
-# ("man's" → "man", "'s") and keep everything else as written, capital letters included. The
-# paper used subword units instead (byte-pair encoding, the paper's section 5.1), which section 4
-# of this chapter builds. We
-# start with words because they are the simplest thing that works, and their one weakness (words
-# never seen in training) is instructive. Chapter 7 trains on words, and the lab notebook (the
-# appendix) tells how the two compared over an hour of training.
+# (`spacy.blank`, which needs no downloaded model). They split off punctuation and clitics
+# ("man's" → "man", "'s") and keep everything else as written, capital letters included.
+#
+# The paper used subword units instead (byte-pair encoding, its section 5.1), which section 4 of
+# this chapter builds. We start with words because they are the simplest thing that works, and
+# their one weakness, words never seen in training, is instructive. Chapter 7 trains on words; the
+# lab notebook (the appendix) tells how words and subwords compared over an hour of training.
 
 
 # %%
@@ -133,13 +137,13 @@ def tokenize(sentences: Sequence[str], language: str) -> list[list[str]]:
 # )
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# The other direction, **detokenization**, matters for scoring. sacreBLEU compares *text*, and it
-# applies its own standard tokenization to both the output and the reference; if we scored our
-# token lists joined by spaces, "t - shirt" would not match the reference's "t-shirt", and the score
-# would be lower than the translation deserves. So the output is glued back into ordinary text
-# first: no space before punctuation or clitics, hyphens joined to their words, quotes attached
-# to what they enclose. The check below measures how often `detokenize(tokenize(s)) == s` on the
-# validation references.
+# The other direction, **detokenization**, matters for scoring. The scorer, sacreBLEU (chapter
+# 6), compares *text*: it applies its own standard tokenization to both the output and the
+# reference. If we scored our token lists joined by spaces, "t - shirt" would not match the
+# reference's "t-shirt", and the score would be lower than the translation deserves. So the output
+# is first glued back into ordinary text. Punctuation and clitics get no space before them, hyphens
+# are joined to their words, and quotes attach to what they enclose. The check below measures how
+# often `detokenize(tokenize(s)) == s` on the validation references.
 
 
 # %%
@@ -176,24 +180,35 @@ def detokenize(tokens: Sequence[str]) -> str:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Word vocabularies and their unknown words
 #
-# A **vocabulary** maps tokens to ids. It is built from the training split only: a vocabulary
-# that peeked at the test set (as the original Annotated Transformer's did) quietly gives the model
-# a list of the test's words. Words seen fewer than `min_freq` times in training become `<unk>`;
-# with `min_freq = 2`, a word seen once is treated as unknown, which also teaches the model what
-# to do with unknown words, since it meets `<unk>` in training. The special tokens come first and
-# their ids come from the vocabulary object, never from constants scattered in the code.
+# A **vocabulary** maps tokens to ids. It is built from the training split only. A vocabulary
+# that peeked at the test set, as the Annotated Transformer's 2022 revision did, quietly gives
+# the model a list of the test's words.
+#
+# Words seen fewer than `min_freq` times in training become `<unk>`, the unknown word. With
+# `min_freq = 2`, a word seen once is treated as unknown. That also teaches the model what to do
+# with `<unk>`, since it meets it in training. The special tokens come first, and their ids come
+# from the vocabulary object, never from constants scattered in the code.
 #
 # A vocabulary is part of a trained model as much as its weights: the same id must mean the same
 # word in training and in translation. So it is saved next to the checkpoint with the settings
 # that built it (language, `min_freq`, the training data), and loading refuses a file built
-# differently. (`read_vocabulary_file` in `annotated/base/files.py` reads and checks such a file;
-# `save_vocabularies` in `annotated/training/finish.py` puts a corpus's vocabularies in a run folder.)
+# differently. The function `read_vocabulary_file` in `annotated/base/files.py` reads and checks
+# such a file. Its partner `save_vocabularies` in `annotated/training/finish.py` puts a corpus's
+# vocabularies in a run folder.
 #
 # Both kinds of vocabulary in this chapter, words here and subwords below, offer the same small
-# interface, `Vocabulary`: `split` cuts texts into tokens, `encode` and `decode` map tokens to ids
-# and back, `join` glues tokens into text, and `encode_texts` and `decode_texts` do the whole
-# trip. Chapter 6's translator is written against that interface only, so one translator serves
-# both. `can_copy_unknowns` says whether the vocabulary has an `<unk>` worth replacing (chapter 6).
+# interface, `Vocabulary`:
+#
+# | method | what it does |
+# |---|---|
+# | `split` | cuts texts into tokens |
+# | `encode`, `decode` | map tokens to ids, and ids to tokens |
+# | `join` | glues tokens into text |
+# | `encode_texts`, `decode_texts` | do the whole trip, from texts to ids and back |
+#
+# Chapter 6's translator is written against that interface only, so one translator serves both.
+# One more attribute, `can_copy_unknowns`, says whether the vocabulary has an `<unk>` worth
+# replacing (chapter 6).
 
 
 # %%
@@ -310,38 +325,47 @@ class Vocab(Vocabulary):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Subwords: a vocabulary with no unknown words
 #
-# A word vocabulary has a blind spot, and Multi30k's test set finds it: names, numbers, rare
-# nouns and above all German compounds ("Dschungellandschaft", or a verb form such as "anstarrt")
-# that the training split has seen once or never (these two: never; the test set has each once).
-# With `min_freq = 2` about a third of the German test sentences contain a word the encoder can
-# only read as `<unk>`, and about one English reference in five contains a word the decoder
-# cannot write at all (section 5 counts them).
+# A word vocabulary has a blind spot, and Multi30k's test set finds it. Names, numbers, rare
+# nouns and above all German compounds are words the training split has seen once or never: the
+# compound "Dschungellandschaft" (jungle landscape), say, or the verb form "anstarrt" (stares at).
+# With `min_freq = 2`, about a third of the German test sentences contain a word the encoder can
+# only read as `<unk>`. About one English reference in five contains a word the decoder cannot
+# write at all. Section 5 counts them.
 #
-# The paper's remedy (section 5.1) is **byte-pair encoding** (Sennrich et al., 2016). Start
-# from single characters; find the pair of neighbouring symbols that occurs most often in the
-# training text and make it a new symbol; repeat until the vocabulary has the size you asked for.
-# A frequent word ends up as one symbol, while a rare one is spelled with a few frequent pieces
-# (chapter 7's 8,000 pieces spell "anstarrt" as "an", "st", "ar", "rt"), so no word is ever
-# unknown, and where the pieces follow a compound's parts, they carry meaning the model has
-# already learned. They need not: "Dschungellandschaft" comes out as "D", "sch", "ung", "ell",
-# "and", "schaft", not as "Dschungel" and "landschaft".
+# The paper's remedy (its section 5.1) is **byte-pair encoding**, or BPE (Sennrich et al., 2016).
+# It builds the vocabulary from the training text in three steps:
+#
+# 1. start from single characters;
+# 2. find the pair of neighbouring symbols that occurs most often, and make it a new symbol;
+# 3. repeat step 2 until the vocabulary has the size you asked for.
+#
+# A frequent word ends up as one symbol, while a rare one is spelled with a few frequent pieces. So
+# no word is ever unknown. Where the pieces follow a word's parts, they carry meaning the model has
+# already learned. They need not, though: BPE merges what is frequent, not what means something.
+# Section 5 prints how a vocabulary of 8,000 pieces spells "anstarrt", and shows both cases.
 #
 # The vocabulary is **shared** by the two languages: it is learned from the German and the English
-# training sentences together. They use one alphabet, and names, numbers and many loanwords are
-# written alike on both sides, so one vocabulary lets the model copy such words symbol by symbol,
-# and lets the source embedding, the target embedding and the output layer be one matrix (section
-# 3.4, chapter 2's `share_embeddings=True`).
+# training sentences together. The two languages use one alphabet, and names, numbers and many
+# loanwords are written alike in both. So one vocabulary lets the model copy such words symbol by
+# symbol. It also lets the source embedding, the target embedding and the output layer be one
+# matrix (the paper's section 3.4, chapter 2's `share_embeddings=True`).
 #
-# `Subwords` learns it with the `sentencepiece` library (Kudo and Richardson, 2018) in BPE mode.
-# It reads raw text, not spaCy's tokens, and marks where each word starts with `▁`, so decoding
-# needs no detokenizer: join the pieces, turn `▁` back into spaces, and the text is back. Nearly
-# always exactly: sentencepiece reads a run of spaces as one, so the few dozen training texts
-# with a doubled space come back with a single one. Its Unicode normalization is switched off
-# (it would rewrite "…" as "..."), so the model learns to write what the references contain. With
+# The class `Subwords` learns such a vocabulary with the `sentencepiece` library (Kudo and
+# Richardson, 2018) in BPE mode. It reads raw text, not spaCy's tokens, and marks where each word
+# starts with `▁`. So decoding needs no detokenizer: join the pieces, turn `▁` back into spaces,
+# and the text is back. The round trip is nearly always exact. The exception: sentencepiece reads a
+# run of spaces as one, so the few dozen training texts with a doubled space come back with a
+# single one.
+#
+# Two settings keep the text as written. Unicode normalization is switched off, since it would
+# rewrite "…" as "...", and the model should learn to write what the references contain. With
 # `byte_fallback`, a character that never made it into the vocabulary is spelled as its UTF-8
-# bytes rather than `<unk>`. The specials get `Vocab`'s ids, and like a `Vocab`, a `Subwords` is
-# saved with the settings that built it and refused when they differ. Chapter 7 can train on them (`vocab_size=8000`); chapter 8 uses the
-# same class on WMT, where a word vocabulary is not an option.
+# bytes rather than `<unk>`. The specials get `Vocab`'s ids. Like a `Vocab`, a `Subwords` is saved
+# with the settings that built it and refused when they differ.
+#
+# Chapter 7 trains on words: its configurations set `vocab_size=None`. The subword vocabulary of
+# this chapter has 8,000 pieces (`vocab_size=8000`), the size chapter 7's recipe search tried
+# against words. Chapter 8 uses the same class on WMT, where a word vocabulary is not an option.
 
 
 # %%
@@ -430,13 +454,15 @@ class Subwords(Vocabulary):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. The corpus, encoded
 #
-# `load_multi30k` reads the splits and encodes them with one of the two kinds of vocabulary: a word
-# `Vocab` per language (the default, `vocab_size=None`), or one shared `Subwords` of `vocab_size`
-# symbols. Either way the vocabulary is learned from the full training split, and it is loaded
-# instead of rebuilt when a run folder already holds one (chapter 7's smoke profile trains on a
-# subset, but its vocabulary is the real one). Sources end with `</s>`, so the encoder sees where
-# the sentence stops. A `Corpus` holds the result: the raw text of each split, its ids, and the
-# vocabularies; chapter 8 builds one for WMT with `subword_corpus`.
+# `load_multi30k` reads the splits and encodes them with one of the two kinds of vocabulary. The
+# default (`vocab_size=None`) is a word `Vocab` per language; otherwise it is one shared `Subwords`
+# of `vocab_size` symbols. Either way the vocabulary is learned from the full training split. It is
+# loaded instead of rebuilt when a run folder already holds one. (Chapter 7's smoke profile trains
+# on a subset, but its vocabulary is the real one.) Sources end with `</s>`, so the encoder sees
+# where the sentence stops.
+#
+# A `Corpus` holds the result: the raw text of each split, its ids, and the vocabularies. Chapter 8
+# builds one for WMT with `subword_corpus`.
 
 
 # %%
@@ -540,9 +566,10 @@ def word_corpus(
 # pd.concat({"words": vocab_table(corpus), "subwords": vocab_table(subwords)})
 
 # %% [markdown]
-# The word vocabularies lose only a few percent of the tokens, but the losses are not spread
-# evenly: they fall on the rare words that carry a sentence's specific meaning, and many
-# sentences have one. Counted by sentence on the test set:
+# The word vocabularies read a few percent of the tokens as `<unk>`, more on the German side, and
+# the subwords none. A few percent sounds small, but the losses are not spread evenly. They fall on
+# the rare words that carry a sentence's specific meaning, and many sentences have one. Counted by
+# sentence on the test set:
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # for index, side in enumerate(("German sources", "English references")):
@@ -564,6 +591,12 @@ def word_corpus(
 # print("subwords:", " ".join(subwords.src_vocab.labels(subwords.ids["test_2016_flickr"][first][0])))
 
 # %% [markdown]
+# The word vocabulary lacks the verb form "anstarrt" (stares at), so it reads `<unk>` there.
+# The subwords spell it from four pieces, `▁an`, `st`, `ar` and `rt`, and show both sides of BPE.
+# The first piece is a real part of the verb: *an* is the prefix of *anstarren*, "to stare at". The
+# other three cut the stem *starrt* into pieces that mean nothing by themselves. The model has to
+# learn from context what they spell.
+#
 # Targets get `<s>` and `</s>` when batched. One training pair as the model sees it:
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
@@ -587,8 +620,8 @@ def word_corpus(
 # with tokens. And sentences of **similar length** go together, because a batch is a rectangle:
 # every sentence is padded to the longest one, and the padding is computed and thrown away.
 #
-# `token_batches` sorts all pairs by length (target, then source, with ties broken at random)
-# and cuts the sorted list into consecutive batches whose padded size stays within `max_tokens`
+# `token_batches` sorts all pairs by length: target, then source, with ties broken at random. It
+# then cuts the sorted list into consecutive batches whose padded size stays within `max_tokens`
 # on both sides.
 
 
@@ -642,9 +675,12 @@ def padding_fraction(
 # batching_table(corpus.ids["train"], max_tokens=3000)  # chapter 7's budget
 
 # %% [markdown]
-# Sorting wastes almost nothing; random batches waste a good part of every step; padding every
-# sentence to a fixed 72 tokens, as the original Annotated Transformer did, spends most of the
-# computer's time on padding. The batches themselves:
+# Sorting by length wastes almost nothing. Random batches of the same average size waste more
+# than half of every step. Padding every sentence to a fixed 72 tokens, as the Annotated
+# Transformer's 2022 revision does, spends four fifths of the computer's work on padding.
+#
+# The batches themselves hold very different numbers of sentences: many short ones, or a few long
+# ones. Their padded sizes all stay within the budget:
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # batch_sizes_table(corpus.ids["train"], token_batches(corpus.ids["train"], max_tokens=3000))
@@ -654,18 +690,19 @@ def padding_fraction(
 # ## 7. Which batches each step trains on
 #
 # The batches are cut once and fixed for the whole run. Each epoch visits them in a new random
-# order, drawn from the seed and the epoch number alone, and a step takes the next `per_step` of
-# them (several when gradients are accumulated, chapter 3). So the batches of step $s$ are a pure
+# order, drawn from the seed and the epoch number alone. A step takes the next `per_step` of them
+# (several when gradients are accumulated, chapter 3). So the batches of step $s$ are a pure
 # function of $s$: a run stopped and resumed at step $s$ sees exactly what it would have seen.
-# Chapter 8 trains one model with several processes at once, each holding a copy of the model
-# and taking its share of every step's batches (data parallelism, explained there). For that the
-# rule has two more inputs: `world`, the number of processes, and `rank`, this process's number,
-# from 0 to `world` - 1. Every process computes the same group for step $s$ and keeps every
-# `world`-th batch of it, starting at its own `rank`; with one process (`world` = 1, `rank` = 0,
-# the defaults) it keeps the whole group.
 #
-# `BatchPlan` is that rule, and every translation trainer in the book asks it for its batches: the Multi30k
-# and WMT runs (chapters 7 and 8), chapter 8's table of steps, and the check that several
+# Chapter 8 trains one model with several processes at once (data parallelism, explained there).
+# Each process holds a copy of the model and takes its share of every step's batches. For that the
+# rule has two more inputs: `world`, the number of processes, and `rank`, this process's number,
+# from 0 to `world` - 1. Every process computes the same group of batches for step $s$. It keeps
+# every `world`-th batch of the group, starting at its own `rank`. With one process (the defaults,
+# `world` = 1 and `rank` = 0) it keeps the whole group.
+#
+# `BatchPlan` is that rule. Every translation trainer in the book asks it for its batches: chapter
+# 7's Multi30k run, and chapter 8's WMT run, its table of steps and its check that several
 # processes train exactly like one.
 
 
@@ -759,8 +796,8 @@ class BatchPlan:
 # seen at least `min_freq` times, most frequent first, ties in alphabetical order).
 #
 # **5.3 Implement** `my_padding_fraction(pairs, batches)`: the share of the source and target
-# slots in the batches that are padding, where a target is one token longer than its ids (it
-# gets `<s>` or `</s>` around it) and each batch is a list of indices into `pairs`.
+# slots in the batches that are padding. Each batch is a list of indices into `pairs`. A target is
+# one token longer than its ids, since it gets `<s>` or `</s>` around it.
 #
 # **5.4 Modify.** Rebuild the shared subword vocabulary with 2,000 and with 16,000 symbols. How do
 # the subwords per word of the test set change (the subword ids of the test sentences against their

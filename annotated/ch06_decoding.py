@@ -5,8 +5,8 @@
 #
 # A trained model gives, for a source sentence and the words written so far, a probability for
 # every possible next word. Turning that into a translation is a search, and judging the
-# translation is a measurement; both have choices that move the final score by several points,
-# and this chapter makes them in the open:
+# translation is a measurement. Both involve choices that can move the final score by several
+# points, and this chapter makes them in the open:
 #
 # 1. **a cache of keys and values**, so that writing word $t$ costs one position of decoder work
 #    instead of $t$;
@@ -18,7 +18,7 @@
 #    numbers were computed with.
 #
 # Everything here works on any model of chapter 2, trained or not. The examples use small
-# untrained models, which are enough to check that the search is right; chapters 7 and 8 use the
+# untrained models, which are enough to check that the search is right. Chapters 7 and 8 use the
 # same functions on trained ones.
 
 # %% tags=["active-ipynb", "hide-input"]
@@ -88,7 +88,7 @@ from annotated.ch05_text import Corpus, Vocabulary
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. A cache of keys and values
 #
-# Chapter 4's `greedy_decode` is correct and slow: to choose word $t$ it runs the decoder over the
+# Chapter 4's `greedy_decode` is correct but slow. To choose word $t$ it runs the decoder over the
 # whole prefix $y_1 \dots y_{t-1}$ again, so a sentence of $n$ words costs on the order of $n^2$
 # position-passes through the decoder. But nothing about the earlier positions changes when a word
 # is added: the decoder's self-attention is masked, so position $i$ never sees positions after it.
@@ -97,11 +97,12 @@ from annotated.ch05_text import Corpus, Vocabulary
 # So we keep them. A `KeyValueCache` sits beside one attention module. In the decoder's
 # self-attention it **grows**: each call projects only the new position's key and value and
 # appends them, and the query attends over everything kept so far. In the encoder-decoder
-# attention the keys and values are projections of the encoder output, which does not change
+# attention the keys and values are projections of the encoder output. That output does not change
 # while a sentence is written, so the cache projects them on the first call and reuses them.
-# Chapter 1's `MultiHeadAttention` asks its `cache` for the keys and values when it has one;
-# chapter 2's `decode` numbers the new position from the cache's length, so the positional
-# encoding stays right. A `DecoderCache` holds one pair of caches per decoder layer.
+#
+# Chapter 1's `MultiHeadAttention` asks its `cache` for the keys and values when it has one.
+# Chapter 2's `decode` numbers the new position from the cache's length, so the positional encoding
+# stays right. A `DecoderCache` holds one pair of caches per decoder layer.
 
 
 # %%
@@ -171,8 +172,8 @@ class DecoderCache:
 # With the cache, each step feeds the decoder only the newest token. Two more savings come from
 # decoding many sentences at once. A batch of sentences costs little more per step than one,
 # because the products just grow a dimension. And a sentence that has written `</s>` leaves the
-# batch (its rows of the cache, the encoder output and the mask are dropped), so the last steps,
-# when only the longest sentences are still going, cost only what those need.
+# batch: its rows of the cache, the encoder output and the mask are dropped. The last steps, when
+# only the longest sentences are still going, then cost only what those need.
 
 
 # %%
@@ -224,10 +225,10 @@ def greedy_decode_cached(
 #       f"{sum(range(1, 31))} without the cache, 30 with it")
 
 # %% [markdown]
-# Drawn step by step, the first six steps of one of these sentences (an untrained model's words
-# are noise, named here by their ids): compare this with chapter 4's picture, where every row was
-# computed in full. Only the newest token of each row passes through the decoder; the grey boxes
-# are read back from the cache.
+# The drawing below shows the first six steps of one of these sentences. An untrained model's
+# words are noise, so they are named by their ids. Compare it with chapter 4's picture, where every
+# row was computed in full. Here only the newest token of each row passes through the decoder, and
+# the grey boxes are read back from the cache.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch04_copy_task import decoding_steps
@@ -237,18 +238,18 @@ def greedy_decode_cached(
 # decoding_steps([toy_words[t] for t in shown[:6]], cached=True)
 
 # %% [markdown]
-# The double precision above makes a disagreement practically impossible, not the two
-# computations identical: the cached and the plain computation add the same numbers in a
-# different order in any precision, and in float32, whose last bit is $2^{29}$ times (more than
-# half a billion times) coarser than float64's, a close call can then pick the other word. The
-# test suite checks the float32 decoders on other random models.
+# The check above runs in double precision. That makes a disagreement practically impossible, but
+# it does not make the two computations identical: the cached and the plain decoder add the same
+# numbers in a different order. In float32, whose last bit is $2^{29}$ times (more than half a
+# billion times) coarser than float64's, that difference can flip a close call to the other word.
+# The test suite checks the float32 decoders on other random models.
 #
 # How much time the cache saves depends on the machine. The cell below times both decoders in
 # float32 on the same 16 sentences, for up to 60 tokens each. This untrained model never writes
-# `</s>` within those 60 tokens (the cell asserts it), so both decoders take all 60 steps for all
-# 16 sentences, and the difference is the cache's alone. A trained model's sentences end at
-# different lengths, and there the cached decoder saves more: it drops each finished sentence from
-# the batch, while chapter 4's keeps computing its row, as padding, until the last one ends. On
+# `</s>` within those tokens (the cell asserts it). So both decoders take every step for every
+# sentence, and the difference is the cache's alone. A trained model's sentences end at different
+# lengths, and there the cached decoder saves more. It drops each finished sentence from the batch,
+# while chapter 4's decoder keeps computing that row, as padding, until the last sentence ends. On
 # your machine:
 
 # %% tags=["active-ipynb"]
@@ -271,26 +272,33 @@ def greedy_decode_cached(
 # translations (the *beam*) instead of one. At each step every hypothesis in the beam is extended by
 # every word, each extension is scored by the sum of its words' log-probabilities, and the best $k$
 # that have not ended are kept. An extension that ends with `</s>` is set aside as a finished
-# candidate only if it ranks among the best $k$ extensions of its step; one ranked lower is dropped
+# candidate only if it ranks among the best $k$ extensions of its step. One ranked lower is dropped
 # like any other. A sentence is done when $k$ candidates have finished (or the length limit is
 # reached), and its translation is the best finished candidate.
 #
 # Dropping a low-ranked ending is a heuristic, not a proof that it could never win. A hypothesis's
 # score only falls as it grows, so an ending dropped early can still score above every candidate
-# that finishes later. The paper's own search (tensor2tensor's) looks wider: at each step it ranks
-# the $2k$ best extensions, keeps the best $k$ that have not ended alive, sets aside every ending
-# among all $2k$, keeps the best $k$ finished so far, and stops only when no live hypothesis, even
-# at the longest length allowed, could beat them. Ours is the simpler rule: it does less work and stops sooner, and the
-# price is that now and then it misses the best-scoring sentence.
+# that finishes later. The paper's own search (tensor2tensor's) looks wider. At each step it:
 #
-# Sums of log-probabilities favour short outputs: every extra word makes the sum more negative.
-# The paper uses beam size 4 and a **length penalty** $\alpha = 0.6$ (section 6.1, following Wu et
-# al., 2016): a finished candidate $Y$ is ranked by
+# 1. ranks the $2k$ best extensions;
+# 2. keeps alive the best $k$ of them that have not ended;
+# 3. sets aside every ending among all $2k$, keeping the best $k$ finished so far;
+# 4. stops only when no live hypothesis, even at the longest length allowed, could beat them.
 #
-# $$\frac{\log P(Y \mid X)}{\mathrm{lp}(Y)}, \qquad \mathrm{lp}(Y) = \frac{(5 + |Y|)^\alpha}{(5 + 1)^\alpha},$$
+# Ours is the simpler rule. It does less work and stops sooner, and the price is that now and then
+# it misses the best-scoring sentence.
 #
-# which divides longer candidates' (more negative) sums by more. $\alpha = 0$ turns it off. The
-# paper chose its $\alpha$ on WMT's development set; chapter 7 chooses its own for Multi30k.
+# Sums of log-probabilities favour short outputs, since every extra word makes the sum more
+# negative. The **length penalty** of Wu et al. (2016) corrects for this. The paper uses it with a
+# beam of 4 (section 6.1). A finished candidate $Y$ of $|Y|$ tokens, for the source $X$, is
+# ranked by its sum of log-probabilities divided by $\mathrm{lp}(Y)$:
+#
+# $$\frac{\log P(Y \mid X)}{\mathrm{lp}(Y)}, \qquad \mathrm{lp}(Y) = \frac{(5 + |Y|)^\alpha}{(5 + 1)^\alpha}.$$
+#
+# The exponent $\alpha$ sets how strongly length is rewarded. With $\alpha = 0$,
+# $\mathrm{lp}(Y) = 1$ for every length, and the penalty is off. A larger $\alpha$ divides a longer
+# candidate's (more negative) sum by more, so longer candidates move up the ranking. The paper uses $\alpha = 0.6$,
+# chosen on WMT's development set; chapter 7 chooses its own for Multi30k.
 #
 # Our beam search is batched: `batch × k` hypotheses go through the decoder together, with the
 # key/value cache of section 1. When the beam is reordered (a hypothesis is continued twice, another
@@ -382,10 +390,9 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 
 
 # %% [markdown]
-# How strongly the penalty pulls: $\mathrm{lp}$ for a few values of $\alpha$. A finished candidate's
-# sum of log-probabilities is divided by it, so where the curve is steep, a longer candidate can
-# afford more negative sums and still win. (The chart's code is in
-# `annotated/figures/ch06_decoding.py`.)
+# How strongly the penalty pulls: $\mathrm{lp}$ for a few values of $\alpha$. Where the curve is
+# steep, a longer candidate can afford a more negative sum and still win. The chart's code is in
+# `annotated/figures/ch06_decoding.py`.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # from annotated.figures.ch06_decoding import penalty_chart  # the chart's code
@@ -393,7 +400,7 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # penalty_chart()
 
 # %% [markdown]
-# A beam of one keeps one hypothesis, so it must be greedy decoding, whatever $\alpha$ is; the toy
+# A beam of one keeps one hypothesis, so it must be greedy decoding, whatever $\alpha$ is. The toy
 # model of section 2 checks it. A wider beam may end elsewhere: it looks for the output with the
 # best penalized score, which greedy decoding need not find.
 
@@ -416,13 +423,14 @@ def _extend(scores: Tensor, logits: Tensor, beam: int) -> tuple[Tensor, Tensor, 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The search drawn as a tree
 #
-# `beam_search(..., trace=[])` records the first sentence's search as it goes: at each step its
-# $2k$ best extensions of the beam, each a `BeamCandidate` that holds its words, the hypothesis it
-# extends, its summed log-probability and what became of it: kept for the next step, set aside as
-# a finished candidate (it ended with `</s>`), or dropped. The hypotheses kept do not depend on
-# $\alpha$: the length penalty only ranks the finished candidates at the end. So one search shows
-# what each $\alpha$ would choose, and `beam_winner` picks it, ranking the finished candidates
-# exactly as `beam_search` does.
+# `beam_search(..., trace=[])` records the first sentence's search as it goes. At each step it
+# keeps the $2k$ best extensions of the beam, each a `BeamCandidate`. A candidate holds its words,
+# the hypothesis it extends and its summed log-probability. It also says what became of it: kept
+# for the next step, set aside as a finished candidate (it ended with `</s>`), or dropped.
+#
+# The hypotheses kept do not depend on $\alpha$: the length penalty only ranks the finished
+# candidates at the end. So one search shows what each $\alpha$ would choose, and `beam_winner`
+# picks it, ranking the finished candidates exactly as `beam_search` does.
 
 
 # %%
@@ -469,12 +477,12 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 
 
 # %% [markdown]
-# `beam_tree` draws a trace: one row per step, from the top, in each the $2k$ best extensions of
-# the beam (best first, from the left) with their summed log-probabilities, those kept for the
-# next step, those that ended with `</s>` (finished candidates) and those dropped, and each
-# $\alpha$'s winner outlined. Here a beam of 3
-# and at most 8 tokens, on a sentence of another untrained model (seeded so that the two choices
-# differ); the assertion checks that the trace's winner for $\alpha = 2.5$ is the search's output.
+# `beam_tree` draws a trace, one row per step from the top. Each row shows the $2k$ best
+# extensions of the beam, best first from the left, with their summed log-probabilities. It marks
+# those kept for the next step, those that ended with `</s>` (finished candidates) and those
+# dropped, and it outlines each $\alpha$'s winner. Here the beam holds 3 hypotheses and the output
+# at most 8 tokens. The sentence comes from another untrained model, seeded so that the two choices
+# differ. The assertion checks that the trace's winner for $\alpha = 2.5$ is the search's output.
 
 # %% tags=["active-ipynb"]
 # from annotated.figures.ch06_decoding import beam_tree
@@ -489,44 +497,54 @@ def beam_winner(trace: Sequence[Sequence[BeamCandidate]], alpha: float) -> BeamC
 # beam_tree(trace, toy_words, alphas=(0.0, 2.5))
 
 # %% [markdown]
-# An untrained model spreads its probability over all 50 symbols, so every word costs a few
-# units of log-probability and the short candidates win without a penalty: with $\alpha = 0$ the
-# best is the two-token candidate that ended at step 2. With $\alpha = 2.5$ the length penalty
-# divides a candidate of 2 tokens by $((5 + 2) / 6)^{2.5} \approx 1.5$ but one of 7 tokens by
-# $((5 + 7) / 6)^{2.5} \approx 5.7$, and the seven-token candidate wins. A trained model puts most
-# of its probability on a few words, and the penalty then decides between close calls; chapter 7
+# An untrained model spreads its probability over all 50 symbols, so every word costs a few units
+# of log-probability. Without a penalty the short candidates win: with $\alpha = 0$ the best is the
+# two-token candidate that ended at step 2. With $\alpha = 2.5$ the penalty divides a candidate of
+# 2 tokens by $((5 + 2) / 6)^{2.5} \approx 1.5$ but one of 7 tokens by
+# $((5 + 7) / 6)^{2.5} \approx 5.7$. So the seven-token candidate wins. A trained model puts most
+# of its probability on a few words, and the penalty then decides between close calls. Chapter 7
 # draws the same tree for a real sentence.
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. From text to text: the translator
 #
-# `decode_ids` runs either search over many sentences: it sorts them by length and decodes them in
+# `decode_ids` runs either search over many sentences. It sorts them by length and decodes them in
 # batches whose padded source tokens, times the beam, stay within `batch_tokens` (similar lengths
-# again waste less), puts the outputs back in input order and cuts each at `</s>` (chapter 4's
-# `until_eos`). Its settings are one `DecodeConfig`: the beam (1 is greedy), $\alpha$, how much
-# longer than its source an output may grow (section 6.1 allows 50 tokens), and the batch size. A
-# training run saves its `DecodeConfig` with its checkpoints, so the model is later decoded the way
-# it was scored.
+# again waste less). Then it puts the outputs back in input order and cuts each at `</s>` (chapter
+# 4's `until_eos`).
+#
+# Its settings are one `DecodeConfig`: the beam (1 is greedy), $\alpha$, the length limit and the
+# batch size. The paper (section 6.1) lets an output grow to its input's length plus 50 tokens.
+# Here the limit is set per batch: an output may run to the batch's longest source plus
+# `extra_length` tokens (50 by default). Sorting by length keeps each source close to the longest
+# one of its batch. A training run saves its `DecodeConfig` with its checkpoints, so the model is
+# later decoded the way it was scored.
 #
 # A `Translator` is a model with its two vocabularies: text in, text out. It is written against
-# chapter 5's `Vocabulary` interface only, so the same class serves words and subwords: `split`
-# and `encode` the source, decode, `decode` the ids into tokens and `join` them into text. An
-# empty input line gives an empty output line. `load_translator` (in `annotated/training/finish.py`) reads
-# a run folder (or one of its checkpoints) and finds the vocabularies saved beside it. The
-# command-line filter `python -m annotated.translate` is a thin wrapper around the two that keeps
-# exactly one output line per input line whatever the input holds (a line of broken UTF-8, an
-# enormous line, a line whose decoding fails: its `--help` says what each gives).
+# chapter 5's `Vocabulary` interface only, so the same class serves words and subwords. It calls
+# `split` and `encode` on the source, decodes, then calls `decode` on the ids and `join` on the
+# tokens. An empty input line gives an empty output line. `load_translator` (in
+# `annotated/training/finish.py`) reads a run folder, or one of its checkpoints, and finds the
+# vocabularies saved beside it. It reads the checkpoint with `weights_only=True`, so the file may
+# hold only tensors, numbers and strings. A file that is not a checkpoint, or one crafted to run
+# code when it is unpickled, is refused with a message and never executed. The file is read onto
+# the CPU first, so a model trained on a GPU loads on a laptop, and the other way round.
+#
+# The command-line filter `python -m annotated.translate` is a thin wrapper around the two. It keeps
+# exactly one output line per input line, whatever the input holds: a line of broken UTF-8, an
+# enormous line, or a line whose decoding fails. Its `--help` says what each gives.
 #
 # **Unknown words.** A word vocabulary cannot spell a word it does not have, so where the model is
-# unsure it writes `<unk>`, typically for a name, a number or a rare noun. Such words are often
-# the same in both languages ("Giants", "3", "Mercedes"), so the classic remedy (Luong et al., 2015;
-# Jean et al., 2015) is to copy the source word the model was looking at: `copy_unknowns` runs the
-# model once more over the source and the output with the last layer's encoder-decoder attention
-# kept, and replaces each `<unk>` by the source word that attention (averaged over the heads)
-# weighs most. It changes nothing else in the output. Chapter 7 measures what it is worth. A
-# subword vocabulary never writes `<unk>` (`can_copy_unknowns` is false), so it has nothing to
-# copy.
+# unsure it writes `<unk>`, typically for a name, a number or a rare noun. Such words are often the
+# same in both languages ("Giants", "3", "Mercedes"). The classic remedy is therefore to copy the
+# source word the model was looking at (Luong et al., 2015; Jean et al., 2015).
+#
+# `copy_unknowns` runs the model once more over the source and the output, keeping the last
+# layer's encoder-decoder attention. Then it replaces each `<unk>` by the source
+# word that this attention, averaged over the heads, weighs most. It changes nothing else in the
+# output, and chapter 7 measures what it is worth. A subword vocabulary never writes `<unk>`
+# (`can_copy_unknowns` is false), so it has nothing to copy.
 
 
 # %%
@@ -536,7 +554,7 @@ class DecodeConfig:
 
     beam: int = 1  # hypotheses kept (1: greedy decoding); the paper used 4
     alpha: float = 0.6  # the length penalty's exponent (section 6.1); 0 switches it off
-    extra_length: int = 50  # outputs may be this many tokens longer than their source (6.1)
+    extra_length: int = 50  # outputs may reach the batch's longest source plus this many tokens
     batch_tokens: int = 4000  # source tokens (times the beam) decoded together
 
     def __post_init__(self) -> None:
@@ -660,22 +678,30 @@ class Translator:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Scoring: BLEU and chrF
 #
-# **BLEU** (Papineni et al., 2002) counts how many of the output's word n-grams ($n$ = 1 to 4)
-# also occur in the reference, takes the geometric mean of the four precisions, and multiplies by
-# a penalty for outputs shorter than the references. It is computed over the whole test set at
-# once, not averaged over sentences. **chrF** (Popović, 2015) counts character n-grams instead
-# (sacreBLEU's default: $n$ = 1 to 6, spaces left out), also over the whole test set. It takes the
-# plain average of the six precisions and, separately, of the six recalls (the share of the
-# reference's n-grams that the output has), and combines the two averages into an F-score with
-# $\beta = 2$, which weighs recall more than precision. It has no brevity penalty: an output that
-# is too short already loses recall. Counting characters, it is kinder to a word with the right
-# stem and the wrong ending.
+# **BLEU** (Papineni et al., 2002) compares the output's word n-grams, its runs of $n$ words in a
+# row, with the reference's. For each $n$ from 1 to 4 it computes a precision: the share of the
+# output's n-grams that also occur in the reference. BLEU is the geometric mean of the four
+# precisions, times a **brevity penalty** for outputs shorter than the references, on a scale of 0
+# to 100. It is computed over the whole test set at once, not averaged over sentences.
+#
+# **chrF** (Popović, 2015) counts character n-grams instead, also over the whole test set. By
+# sacreBLEU's default, $n$ runs from 1 to 6 and spaces are left out. For each $n$ it computes a
+# precision, as BLEU does, and a recall: the share of the reference's n-grams that the output has.
+# It averages the six precisions into $P$ and the six recalls into $R$, and combines the two into
+# an F-score:
+#
+# $$\mathrm{chrF} = (1 + \beta^2)\,\frac{P \cdot R}{\beta^2 P + R}, \qquad \beta = 2.$$
+#
+# With $\beta = 2$, recall weighs more than precision. chrF has no brevity penalty, since an output
+# that is too short already loses recall. Counting characters, it is kinder to a word with the
+# right stem and the wrong ending.
 #
 # BLEU numbers are only comparable when computed the same way: the same references, the same
-# tokenization of both sides, cased or not. sacreBLEU (Post, 2018) fixes all of these and prints a
-# **signature** that says exactly which choices were made. We score plain output text (decoded
-# subwords, or detokenized words) against the untouched reference text with sacreBLEU's defaults
-# (cased, its standard `13a` tokenization) and print the signature with every score.
+# tokenization of both sides, cased or not. The sacreBLEU library (Post, 2018) fixes all of these
+# choices. With every score it gives a **signature**: a short line that names each choice, and the
+# library's version, so that a reader can tell whether two scores were computed alike. We score
+# plain output text (decoded subwords, or detokenized words) against the untouched reference text,
+# with sacreBLEU's defaults, and print the signature with every score.
 
 
 # %%
@@ -697,10 +723,10 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 
 
 # %% [markdown]
-# Four made-up outputs for two references show what the scores reward. The first output is
-# one reference word for word; the second says the same with other words; the third has the
-# right words in a scrambled order; the fourth is the first with one word dropped, so that the
-# brevity penalty applies.
+# Four made-up outputs for two references show what the scores reward. The first is the
+# references word for word. The second says the same with other words. The third has the right
+# words in another order. The fourth drops one word from the first, so the brevity penalty
+# applies.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "slide"}
 # references = ["A man in a blue shirt is sleeping on a bench.", "Two dogs play in the snow."]
@@ -720,23 +746,40 @@ def score(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
 
 # %% [markdown]
 # BLEU punishes the paraphrase and the scrambled order about equally, since both break the
-# reference's longer n-grams; chrF, counting character n-grams, sees that the scrambled output
-# has every word right. The output one word short loses to the brevity penalty (length ratio
-# 0.947) as well as to its missing n-grams; the paraphrase, a token shorter than the reference
-# too, pays the same penalty on top of its broken n-grams. The signatures record the choices behind the numbers:
+# reference's longer n-grams. The chrF score, counting character n-grams, sees that the scrambled
+# output has every word right. The output one word short loses to the brevity penalty (length
+# ratio 0.947) as well as to its missing n-grams. The paraphrase is a token shorter than the
+# reference too, so it pays the same penalty on top of its broken n-grams.
+#
+# The signatures record the choices behind the numbers, one field each:
+#
+# | field | the choice |
+# |---|---|
+# | `nrefs:1` | one reference a sentence |
+# | `case:mixed` | cased: "Dog" and "dog" differ |
+# | `eff` | effective order: drop n-gram orders too long for a sentence (chrF yes, BLEU no) |
+# | `tok:13a` | BLEU's tokenizer, WMT's standard one |
+# | `smooth:exp` | how BLEU replaces a precision of zero (it matters for single sentences) |
+# | `nc:6`, `nw:0`, `space:no` | chrF: characters up to 6-grams, no word n-grams, no spaces |
+# | `version` | the sacreBLEU release |
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # print(scored["BLEU signature"].iloc[0])
 # print(scored["chrF signature"].iloc[0])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# **The paper's BLEU.** The paper's 27.3 and 28.4 on WMT English→German (Table 2) were not
-# computed with sacreBLEU, which did not exist yet. They follow the recipe of the authors'
-# tensor2tensor library, its script `get_ende_bleu.sh`: Moses-tokenize the output and the
-# references, split every hyphenated compound so that its hyphen becomes a token of its own
-# ("Rotwein-Glas" becomes "Rotwein ##AT##-##AT## Glas"), and run Moses' `multi-bleu.perl` on those
-# tokens. `tokenized_bleu` does the same with sacremoses and sacreBLEU (told to tokenize no
-# further). It is a different measurement from sacreBLEU's: the two must never be compared with
+# **The paper's BLEU.** On WMT English→German the paper reports 27.3 for its base model and 28.4
+# for its big one. Those scores, in its Table 2, were not computed with sacreBLEU, which did not
+# exist yet. They follow the recipe of the authors' tensor2tensor library, its script
+# `get_ende_bleu.sh`:
+#
+# 1. Moses-tokenize the output and the references;
+# 2. split every hyphenated compound so that its hyphen becomes a token of its own ("Rotwein-Glas"
+#    becomes "Rotwein ##AT##-##AT## Glas");
+# 3. run Moses' `multi-bleu.perl` on those tokens.
+#
+# `tokenized_bleu` does the same with sacremoses and sacreBLEU (told to tokenize no
+# further). It is a different measurement from sacreBLEU's. The two must never be compared with
 # each other, only each with itself. Chapter 8 reports both for its WMT run.
 
 
@@ -768,12 +811,12 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict
 
 # %% [markdown]
 # Here the tokenized BLEU is the lower of the two, though its n-gram precisions combine to the
-# higher value (42.3 against 38.3 before any penalty): splitting the hyphens turns the reference's
-# "Rotwein-Schorle" and "Straßen-Café" into three tokens each, so the reference becomes two tokens
-# longer than the output (12 against 10), and BLEU's brevity penalty (above) takes more than the
-# extra matches gave. Where an output gets its compounds right, each split-off hyphen is an easy
-# extra match and the tokenized score tends to be the higher one. Which is higher is a property of
-# the output, not of the metrics.
+# higher value (42.3 against 38.3 before any penalty). Splitting the hyphens turns the reference's
+# "Rotwein-Schorle" and "Straßen-Café" into three tokens each. So the reference becomes two tokens
+# longer than the output (12 against 10), and BLEU's brevity penalty takes more than the extra
+# matches gave. Where an output gets its compounds right, each split-off hyphen is an easy extra
+# match, and the tokenized score tends to be the higher one. Which is higher is a property of the
+# output, not of the metrics.
 #
 # Finally, `evaluate_split` is what the training chapters call: translate the first `limit`
 # source sentences of a split with the decoding asked for, and score them against their references.
@@ -808,29 +851,30 @@ def evaluate_split(
 # <details><summary>Answer</summary>
 #
 # Yes in both cases. With $\alpha > 0$ the beam ranks by the penalized score, so it may prefer a
-# longer output with a lower sum. Even with $\alpha = 0$ the beam is a heuristic: it keeps only 4
-# prefixes at each step, and the greedy prefix can be among those dropped when it looks worse
-# early, though it would have ended better; it is rare, but a wider beam is not a guarantee.
+# longer output with a lower sum. Even with $\alpha = 0$ the beam is a heuristic. It keeps only 4
+# prefixes at each step, and the greedy prefix can be among those dropped: it may look worse early,
+# though it would have ended better. This is rare, and a wider beam makes it rarer, but only an
+# exhaustive search rules it out.
 #
 # </details>
 #
-# **6.2 Implement** GNMT's length penalty as used in section 6.1, `my_length_penalty(length,
-# alpha)` for a plain number `length`: $((5 + |Y|)/6)^\alpha$.
+# **6.2 Implement** the length penalty of section 3, `my_length_penalty(length, alpha)` for a
+# plain number `length`: $((5 + |Y|)/6)^\alpha$.
 #
 # **6.3 Implement** BLEU's clipped n-gram matches for one sentence, `my_ngram_matches(hypothesis,
-# reference, n)`, where both are lists of tokens: return `(matches, total)`, with `total` the
-# number of n-grams in the hypothesis, and `matches` the number of them found in the reference,
-# each n-gram counted at most as often as the reference has it. The check compares it with
-# sacreBLEU's own statistics.
+# reference, n)`, where both are lists of tokens. Return `(matches, total)`: `total` is the number
+# of n-grams in the hypothesis, and `matches` the number of them found in the reference. Each
+# n-gram counts at most as often as the reference has it; that is the clipping. The check compares
+# your function with sacreBLEU's own statistics.
 #
-# **6.4 Modify (after chapter 7).** This one needs a trained German→English model, which chapter
-# 7 trains: come back to it once you have run chapter 7 (with any profile; its class profile,
-# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot). Load the run chapter 7 trained.
+# **6.4 Modify (after chapter 7).** This one needs a trained German→English model, so come back
+# to it once you have run chapter 7. Any profile will do; its class profile,
+# `ANNOTATED_PROFILE=class`, trains one in a lecture's slot. Then load the run chapter 7 trained.
 # `default_checkpoint` finds it as `python -m annotated.translate` does: the run of the longest
 # profile in your runs folder (long, then full, class, smoke). `train_multi30k` loads a finished
 # run without training it again, and would resume an unfinished one. Without a run of your own,
-# take the model chapter 7 trained for the book, which ships with it (`load_shipped_run`, chapter
-# 7's `shipped` profile):
+# take the trained model that ships with the book (`load_shipped_run`, chapter 7's `shipped`
+# profile):
 #
 # ```python
 # from annotated.ch07_multi30k import SHIPPED, profile_config, train_multi30k
@@ -854,8 +898,9 @@ def evaluate_split(
 # <details><summary>Answer</summary>
 #
 # Only sentences where the model wrote `<unk>` change, and only at those tokens. Copies are right
-# when the word is the same in both languages (names, numbers, brands) and wrong for ordinary
-# German words, which get copied untranslated; chapter 7's scores show the net effect on BLEU.
+# when the word is the same in both languages (names, numbers, brands). They are wrong for
+# ordinary German words, which get copied untranslated. Chapter 7's scores show the net effect on
+# BLEU.
 #
 # </details>
 #

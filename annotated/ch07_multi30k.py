@@ -5,25 +5,16 @@
 # beam search); section 3.2's attention, drawn at the end.*
 #
 # Chapters 1–6 built the model, its training loop, the way from text to batches and the way from a
-# trained model back to scored text. This chapter puts them together and asks what an honest hour
+# trained model back to scored text. This chapter puts them together. It asks what an honest hour
 # on two CPU cores buys: a German→English translator trained on Multi30k's 29,000 sentence pairs
 # (chapter 5), decoded with beam search and scored with sacreBLEU (chapter 6).
 #
 # The paper trained on WMT 2014 (4.5 million sentence pairs) for 12 hours on eight GPUs; chapter 8
-# runs that recipe. A laptop needs a smaller model and a different schedule, and section 1 says
-# what changed and why. The reasons come from a series of full runs, told in the appendix ("Lab
-# notebook") with what each showed and what a reader could try next.
-#
-# **Profiles.** Training for an hour is not something a test suite can do on every change. The
-# run reads its sizes from one `RunConfig` (`annotated/training/config.py`); the environment variable
-# `ANNOTATED_PROFILE=smoke` selects a tiny one (a small model, a few steps) that runs the same code
-# in a minute. This notebook was executed with the full profile, and its outputs are the real run's.
-# Section 1 adds two more: `class`, for a lecture, and `long`, for a CPU that has time to spare.
-# A fourth, `shipped`, trains nothing: it loads the model this chapter trained, which ships with the
-# book, so that a lecture or a reader without the time can go straight to the analysis (sections 3
-# and 4). Decoding a whole split with beam search takes minutes on a CPU: `ANNOTATED_SENTENCES=100`
-# scores the first 100 sentences of each split instead of the 1,014 and 1,000, with any profile,
-# for a quick look (its scores are not the whole set's, and are not mixed with them).
+# runs that recipe. A laptop needs a smaller model and a different schedule. Section 1 gives the
+# recipe and the reason for each change, and section 2 trains it. Sections 3 and 4 look at what
+# came out: the scores, the translations, the attention and the beam search. The reasons for the
+# recipe come from a series of full runs, told in the appendix ("Lab notebook") with what each
+# showed and what a reader could try next.
 
 # %% tags=["active-ipynb", "hide-input"]
 # # Run this cell first: it finds the book's code, or installs the release this notebook ran with.
@@ -107,8 +98,9 @@ from annotated.training.runs import train_run
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The recipe, and why
 #
-# A `RunConfig`'s defaults are the paper's base model and schedule; the Multi30k profile changes
-# what an hour on a laptop asks to change. Next to the paper:
+# A `RunConfig` (`annotated/training/config.py`) holds a run's sizes, and its defaults are the
+# paper's base model and schedule. The Multi30k recipe changes what an hour on a laptop asks to
+# change. Next to the paper:
 #
 # | | paper base (WMT, 8 GPUs) | this chapter (Multi30k, 2 CPU cores) | why |
 # |---|---|---|---|
@@ -121,61 +113,84 @@ from annotated.training.runs import train_run
 # | after the peak | $1/\sqrt{step}$ to the end | $1/\sqrt{step}$, times chapter 3's cooldown factor: over the second half (10 epochs of 152 steps, $c$ = 1,520 steps) it falls in a straight line from 1 to $1/c$ = 1/1,520 at the last step | a fixed budget should end with small, settling steps |
 # | dropout, label smoothing | 0.1, 0.1 | 0.1 rising linearly to 0.3, 0.1 | little while the model underfits, more once twenty passes over 29,000 sentences invite memorising |
 # | beam search | 4, $\alpha = 0.6$ | 4, $\alpha = 2.5$ | $\alpha$ chosen on the validation set, where it makes the outputs as long as the references (section 3) |
-# | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured a bf16 step at 1.43× the speed of an fp32 one at this width, 256, on the book's AMD EPYC (AVX-512 with bf16) |
+# | precision | not stated (P100 GPUs) | bf16 autocast where the CPU has bf16 instructions, else fp32 | the copy-task benchmark (`make bench-copy`) measured a bf16 step at 1.43× the speed of an fp32 one at this width, 256, on a CPU with bf16 instructions |
 # | dropout's random numbers | | chapter 3's `FastDropout` | `nn.Dropout`'s masks took a large share of the step (chapter 3); section 2's profile shows what is left |
 # | target embedding = output layer | shared (all three) | shared (target side) | section 3.4; German and English have separate word vocabularies here |
+#
+# Two rows use terms from earlier chapters. **Post-norm**, the paper's order, applies the layer
+# norm after the residual sum, $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$. **Pre-norm** applies
+# it to the sub-layer's input instead, $x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))$ (chapter 2,
+# section 2). The **length penalty** $\alpha$ sets how beam search ranks finished candidates of
+# different lengths. Each candidate's sum of log-probabilities is divided by $\mathrm{lp}(Y) = ((5
+# + |Y|)/6)^\alpha$, so a larger $\alpha$ favours longer outputs and $\alpha = 0$ turns the penalty
+# off (chapter 6, section 3).
 #
 # The peak learning rate is equation 3 at step `warmup`: $0.358 \cdot 256^{-0.5} \cdot 500^{-0.5}
 # \approx 1.0 \times 10^{-3}$, where the factor 0.358 is `lr_factor`.
 #
-# The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040 in all, so that a reader with
-# time gets the same model on any machine. `max_minutes=60` is a **time budget**, and it plans
-# rather than cuts. Before the first step, the run's plan (`annotated/training/plan.py`) times a few steps
-# of a throwaway copy of the model on your machine. If the 3,040 steps fit into 90% of what the
-# hour leaves after the probe's own minute or so (the rest is a margin for steps that turn out
-# slower than the probe measured), the run is the
-# recipe, unchanged. If they do not, it squeezes the whole schedule into the steps that do
-# fit: the cooldown and the rising dropout end at the new last step, and the snapshots it averages
-# still come from the cooldown. The alternative, stopping the recipe when the hour is up, would
-# end the run with the learning rate still high and nothing settled, and would give a different,
-# weaker model without saying so. The plan is printed, kept in the run folder (`plan.json`) so a
-# resumed run follows it, and if the machine later becomes so slow that training passes 1.2 times
-# the budget, the run stops and says in capitals that its schedule did not finish.
-# `python -m annotated.train multi30k --minutes 30` sets another budget and `--minutes none`
-# removes it. The hour is the budget, not the length of the run: the 3,040 steps took 11.76
-# training minutes on the 2-core Intel Xeon with AMX of the benchmark record (with the fast
-# training step of section 2; on an AMD EPYC, before it, 30.1), 46.3 in float32 on a 2-core
-# Intel Xeon without bf16 instructions (an earlier run of this notebook), 27.3 in bf16 on a
-# 2-core AMD EPYC with bf16 instructions (an earlier run), and 50.8 in float32 on a 2-core AMD
-# EPYC with AVX2 only for the run it shows now (section 5), with the cores to itself: its probe
-# had planned about 51 minutes (60 steps a minute). `benchmarks/README.md` gives each kind of CPU.
-# The validation BLEU is measured every half epoch, and the time spent measuring it is not counted.
+# **Steps, and a time budget.** The recipe is defined by **steps**: 20 epochs of 152 steps, 3,040
+# in all, so that a reader with time gets the same model on any machine. `max_minutes=60` is a
+# **time budget**, and it plans rather than cuts. Before the first step, the run's plan
+# (`annotated/training/plan.py`) times a few steps of a throwaway copy of the model on your
+# machine. If the 3,040 steps fit into 90% of what the hour leaves after this probe, the run is the
+# recipe, unchanged. The other tenth is a margin for steps that turn out slower than the probe
+# measured. If the steps do not fit, the plan squeezes the whole schedule into the steps that do.
+# The cooldown and the rising dropout then end at the new last step, and the averaged snapshots
+# still come from the cooldown. Simply stopping when the hour is up would be worse. The run would
+# end with the learning rate still high and nothing settled: a weaker model that does not say so.
 #
-# **For a class.** A lecture has no hour to spare, so a third profile, `class`
-# (`ANNOTATED_PROFILE=class`), runs the same model on a smaller budget: five epochs (760 steps),
-# 300 warmup steps, the rate brought down over the last two and a half epochs, dropout rising from
-# 0.1 to 0.2, and the last two half-epoch snapshots averaged.
+# The plan is printed and kept in the run folder (`plan.json`), so a resumed run follows it. If the
+# machine later becomes so slow that training passes 1.2 times the budget, the run stops and says
+# in capitals that its schedule did not finish. `python -m annotated.train multi30k --minutes 30`
+# sets another budget, and `--minutes none` removes it.
+#
+# How long the 3,040 steps take depends on the CPU. The run this notebook shows trained in float32
+# on two cores. Its probe planned about 51 minutes, and training took 50.8 (section 2 prints
+# both). A CPU with bf16 instructions trains the same steps faster;
+# `benchmarks/README.md` gives the minutes on each kind of CPU. The validation BLEU is measured
+# every half epoch, and the time spent measuring it is not counted.
+#
+# **For a class.** A lecture has no hour to spare. The `class` profile (`ANNOTATED_PROFILE=class`)
+# trains the same model on a smaller budget:
+#
+# | | `full` | `class` |
+# |---|---|---|
+# | epochs (steps) | 20 (3,040) | 5 (760) |
+# | warmup steps | 500 | 300 |
+# | rate brought down over the last | 10 epochs | 2.5 epochs |
+# | dropout | 0.1 rising to 0.3 | 0.1 rising to 0.2 |
+# | half-epoch snapshots averaged | 5 | 2 |
+# | time budget | 60 minutes | 13 minutes |
+#
 # Run with it, this notebook prints the class run's plan, curves and scores as it does the full
-# run's; they were measured once on the book's AMD EPYC and not kept in a record, so the book does
-# not quote them. The course page of the site has the syllabus and how to try the profile on a
-# class's machines.
+# run's. The site's course page has the syllabus and says how to try the profile on a class's
+# machines.
 #
-# **For a faster CPU.** Where the full profile takes under about 27 training minutes (so that
-# twice its steps fit into the 54 minutes a budget of 60 plans; on the Intel Xeon with AMX of the
-# benchmark record, 11.76), the `long` profile (`python -m annotated.train multi30k --profile long`)
-# spends the rest of the hour: the same recipe stretched to 40 epochs (6,080 steps), with the
-# cooldown over the last 20. What it buys is small and not yet certain. In the recipe search (the
-# AMD EPYC, one run each) it scored 40.73 with beam search and 39.97 greedy on the 2016 test set,
-# against 40.19 and 39.71 for the full profile in the same search (trained with one thread, the long
-# profile with two), and reached validation BLEU 39.0 against 37.8. Trained once each on an Intel
-# Xeon with AMX, the two scored 40.61 / 39.50 (long) and 40.51 / 39.63 (full): a tenth of a point
-# either way. Two makings of one recipe already differ by up to eight tenths of a point (section 5),
-# so the gain is within the noise of single runs; it would take several seeds of each to measure it.
-# The long profile took 52.2 training minutes on that Xeon before the fast step of section 2 (twice
-# the full profile's steps, so about 24 with it), and 62 on the book's bf16 EPYC, a little more than
-# the hour, so there its budget would have planned about 5,300 steps (both before the fast step; not
-# measured since). On a CPU without bf16 it compresses to about the full profile's length, and the
-# full profile is the better choice.
+# **For a faster CPU.** Where the full profile takes under about 27 training minutes, twice its
+# steps fit into the 54 minutes that a budget of an hour plans. The `long` profile (`python -m
+# annotated.train multi30k --profile long`) spends that time. It is the same recipe stretched to 40
+# epochs (6,080 steps), and its cooldown covers the second half. What it buys is not yet known. In
+# single runs it scored up to half a point higher than the full profile on the test set, and once a
+# tenth lower, but two runs of one recipe differ by as much (section 5). Several seeds of each
+# would be needed to measure the gain; `benchmarks/README.md` has the runs. On a CPU without bf16
+# instructions the budget compresses `long` to about the full profile's length, and `full` is the
+# better choice there.
+#
+# **Profiles.** Each of these configurations is a profile, picked by the environment variable
+# `ANNOTATED_PROFILE`. The same code runs them all, and this notebook was executed with `full`.
+#
+# | profile | what it runs |
+# |---|---|
+# | `full` | the recipe above: the real hour |
+# | `class` | the same model for five epochs, for a lecture |
+# | `long` | twice the steps, for a fast CPU |
+# | `smoke` | a tiny model for a minute, for the test suite |
+# | `shipped` | nothing: it loads the model the book ships (section 2) |
+#
+# With `shipped`, a lecture or a reader without the time can go straight to the analysis (sections 3
+# and 4). Decoding a whole split with beam search takes minutes on a CPU. With any profile,
+# `ANNOTATED_SENTENCES=100` scores only the first 100 sentences of each split, for a quick look.
+# Those scores are not the whole set's, and are not mixed with them.
 
 
 # %%
@@ -255,43 +270,43 @@ def profile_config(name: str | None = None) -> tuple[str, RunConfig]:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Training
 #
-# `train_multi30k` reads the corpus with chapter 5's word vocabularies, saves them in the run
-# folder (or checks that the ones there are the same), and hands over to `train_run`
-# (`annotated/training/runs.py`), which chapter 8 uses for WMT too. It runs chapter 3's `train`: the batches
-# of step $s$ come from chapter 5's `BatchPlan`, the checkpoint holds the model, optimizer,
-# scheduler and random states, and every half epoch the run scores the validation set with greedy
-# decoding, writes a checkpoint and keeps a snapshot of the weights. The run folder ends up with
-# the checkpoint, the vocabularies, the history of every step, the validation scores, the last
+# `train_multi30k` reads the corpus with chapter 5's word vocabularies and saves them in the run
+# folder, or checks that the ones there are the same. It then hands over to `train_run`
+# (`annotated/training/runs.py`), which chapter 8 uses for WMT too. That runs chapter 3's `train`.
+# The batches of step $s$ come from chapter 5's `BatchPlan`, and the checkpoint holds the model,
+# optimizer, scheduler and random states. Every half epoch the run scores the validation set with
+# greedy decoding, writes a checkpoint and keeps a snapshot of the weights. The run folder ends up
+# with the checkpoint, the vocabularies, the history of every step, the validation scores, the last
 # snapshots and their average.
 #
 # **Checkpoint averaging (section 6.1).** The paper's base models are not the weights of the last
-# step but the average of the last 5 checkpoints, written 10 minutes apart (the big models: the
-# last 20). Late in training, each step moves the weights around a good region rather than into
-# it, and where the learning rate is still large, as at the end of equation 3 (it only falls as
-# the inverse square root of the step), the last step's weights sit at a random spot of that
-# walk; their average sits nearer the middle. We average the snapshots of the last five
-# half-epoch evaluations (from epoch 18 to epoch 20, the last two epochs). Our recipe, though,
-# also brings the rate down over its last ten epochs (chapter 3's cooldown): at the first averaged
-# snapshot it is already less than a tenth of its peak, and it ends near zero, so the weights
-# hardly walk any more and the average can change little. Section 3's table shows how little:
-# in this run the average scores 36.71 on the validation set against the last weights' 36.69
-# (greedy, no copying), and 38.93 against 38.92 on the test set; in an earlier run of this
-# notebook it came out a little below the last weights instead (37.08 against 37.36 on the
-# validation set). Either way the difference is within the noise of one run, and averaging
-# costs nothing, so the recipe keeps the paper's step.
+# step but the average of the last 5 checkpoints, written 10 minutes apart. (The big models
+# averaged the last 20.) Late in training, each step moves the weights around a good region rather
+# than into it. Where the learning rate is still large, as at the end of equation 3 (it falls only
+# as the inverse square root of the step), the last step's weights sit at a random spot of that
+# walk. Their average sits nearer the middle. We average the snapshots of the last five half-epoch
+# evaluations, from epoch 18 to epoch 20. Our recipe, though, also brings the rate down over its
+# last ten epochs (chapter 3's cooldown). At the first averaged snapshot the rate is already under
+# a tenth of its peak, and it ends near zero. So the weights hardly walk any more, and their
+# average can change little. Section 3's table shows how little: on the validation set the average
+# scores 36.71 against the last weights' 36.69 (greedy, no copying). On the test set the two rows
+# are as close. The difference is within the noise of one run, and averaging costs nothing, so the
+# recipe keeps the paper's step.
 #
 # Stop it at any point (Ctrl-C, a closed laptop, a killed process): run it again and it continues
 # from the last checkpoint, on the same data in the same order. A finished run is not trained
 # again; running it again just loads it. Training time is the sum of the steps' own times, so the
-# minutes do not include the evaluations, nor any time the run was stopped.
+# minutes include neither the evaluations nor any time the run was stopped.
 #
-# **Without the time to train.** The model this notebook trained ships with the book, in
-# `annotated/model/`: its averaged weights, each matrix in 9 to 12 bits (the same files the site's
-# "Try the model" page runs), its vocabularies, and the run's history and evaluations. With
-# `ANNOTATED_PROFILE=shipped` the training cell, the one after `train_multi30k`, loads it instead
-# of training (`load_shipped_run`, in `annotated/training/shipped.py`), and says so; every section
-# after it then runs on that model in a few minutes, its scores computed afresh. Section 3 scores the shipped copy beside the run's
-# own weights.
+# **Without the time to train.** The book ships a model trained by this recipe, in
+# `annotated/model/`. It holds the averaged weights, each matrix in 9 to 12 bits (the same files
+# the site's "Try the model" page runs), the vocabularies, and the run's history and evaluations.
+# It is not the run this notebook shows but another run of the full profile, trained in bf16, so
+# its scores differ from this run's by up to a few tenths. With `ANNOTATED_PROFILE=shipped`, the
+# training cell (the one after `train_multi30k`) loads it instead of training, and says so
+# (`load_shipped_run`, in `annotated/training/shipped.py`). Every section after it then runs on
+# that model in a few minutes, its scores computed afresh. Section 3 scores the shipped copy beside
+# this run's own weights.
 
 
 # %%
@@ -323,9 +338,11 @@ def train_multi30k(
 # %% [markdown]
 # The curves of the run: the training loss per step (smoothed over 50 steps) and the validation
 # BLEU measured on the way, both against training minutes. The loss is chapter 3's KL divergence
-# from the label-smoothed targets: 0 only for a model that predicts those smoothed targets
-# exactly, so a model that grows sure of the right words levels off above 0. (This chapter's
-# charts, and the attention maps computed for section 4, are drawn by
+# from the label-smoothed targets. It is 0 only for a model that predicts those smoothed targets
+# exactly, so a model that grows sure of the right words levels off above 0. The validation BLEU
+# climbs fast over the first five epochs and slowly after them. From one half epoch to the next it
+# wobbles by a point or two, which is why one reading says little and why the recipe ends with a
+# cooldown and an average. (This chapter's charts, and the attention maps of section 4, are drawn by
 # `annotated/figures/ch07_multi30k.py`.)
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
@@ -345,17 +362,18 @@ def train_multi30k(
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Where a step's time goes
 #
-# The hour is about 3,000 repetitions of one training step, so every millisecond a step loses
-# costs the run three seconds, and halving the step halves the wait. Before changing anything,
-# measure. PyTorch's profiler (`torch.profiler`) records each operation a step runs and the CPU
-# time it took; `step_profiles` (in `annotated/training/profiling.py`) trains a fresh copy of this recipe's
-# model on eight of its own steps, once to set up memory and kernels and once under the profiler,
-# and adds the time up into six parts: the matrix products, the loss over the vocabulary (its
-# forward and backward operations), the dtype casts that bf16 autocast inserts, the optimizer, the
-# random draws of dropout, and everything else (element-wise work, layer norms, softmaxes,
-# masks, copies). It profiles two steps: first chapter 3's `train_step` with chapter 3's
+# The hour is about 3,000 repetitions of one training step. Every millisecond a step loses costs
+# the run three seconds, and halving the step halves the wait. Before changing anything, measure.
+# PyTorch's profiler (`torch.profiler`) records each operation a step runs and the CPU time it
+# took. `step_profiles` (in `annotated/training/profiling.py`) trains a fresh copy of this recipe's
+# model on eight of its own steps, once to set up memory and kernels and once under the profiler.
+# It adds the time up into six parts: the matrix products, the loss over the vocabulary, the dtype
+# casts that bf16 autocast inserts, the optimizer, dropout's random draws, and everything else. The
+# last part is element-wise work: layer norms, softmaxes, masks, copies.
+#
+# It profiles two steps. The first is chapter 3's `train_step` with chapter 3's
 # `label_smoothing_loss` and chapter 1's `attention`, the formulas exactly as the book teaches
-# them; then the step this chapter trains with.
+# them. The second is the step this chapter trains with.
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
@@ -371,21 +389,23 @@ def train_multi30k(
 # step_profile_chart(profiles)
 
 # %% [markdown]
-# (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over a
-# part for its milliseconds and its share of the step. This notebook was executed on an AMD EPYC
-# with AVX2 only, no bf16 instructions, so its profile is of float32 steps; on a CPU with them the
-# steps are bf16 and shorter, and the parts are the same. In the profiles this notebook has shown,
-# executed again and again on CPUs with and without bf16, the book's loss has taken between a sixth
-# and a third of the time chapter 3's does (a profile of eight steps varies from one execution to
-# the next). In float32 the matrix products, the one kind of work the hardware is built for, take
-# most of the first bar; in bf16 they run faster and took a minority of it, the rest of the step
-# then weighing more. The largest tensor a step makes is the logits, one row per target token and
-# one column per word of the vocabulary, about 3,000 × 6,190 numbers. Chapter 3's loss reads or writes a tensor of that size at every operation:
-# the widening to float32, the selection of the non-pad rows (a copy), the log-softmax, the gather
-# and the sums. Autograd then differentiates each operation on its own and builds a full-size
-# gradient for each, mostly zeros (the gather's gradient is a tensor of zeros with one number per
-# row filled in), before adding them up. None of these tensors fits in a CPU's cache, so each pass
-# runs at the speed of memory rather than of arithmetic.
+# (The `USDT:` lines are the profiler's own log, marking where it started and stopped.) Hover over
+# a part for its milliseconds and its share of the step. The run above trained in float32, so this
+# profile is of float32 steps. On a CPU with bf16 instructions the steps are bf16 and shorter, and
+# the parts are the same. Compare the loss in the two bars: the book's loss takes a small part of
+# the time chapter 3's does. (A profile of eight steps varies from one execution to the next, so
+# read the bars as rough shares.) In float32 the matrix products, the one kind of work the hardware
+# is built for, take most of the first bar. In bf16 they run faster, and the rest of the step
+# weighs more.
+#
+# Why is chapter 3's loss so slow? The largest tensor a step makes is the logits, one row per
+# target token and one column per word of the vocabulary: about 3,000 × 6,190 numbers. Chapter 3's
+# loss reads or writes a tensor of that size at every operation: the widening to float32, the
+# selection of the non-pad rows (a copy), the log-softmax, the gather and the sums. Autograd then
+# differentiates each operation on its own. It builds a full-size gradient for each, mostly zeros,
+# before adding them up (the gather's gradient is a tensor of zeros with one number per row filled
+# in). None of these tensors fits in a CPU's cache, so each pass runs at the speed of memory rather
+# than of arithmetic.
 #
 # What the book's step does instead, without changing what the model computes
 # (`annotated/base/fast_step.py`; `tests/test_fast_step.py` checks each against the formula it
@@ -393,63 +413,58 @@ def train_multi30k(
 #
 # * **The loss with its gradient written out.** The gradient of $KL(q \,\|\, \mathrm{softmax}(z))$
 #   with respect to the logits $z$ is simply $\mathrm{softmax}(z) - q$. `smoothed_kl` computes
-#   chapter 3's loss from each row's log-sum-exp and three sums, and its backward pass writes
-#   $\mathrm{softmax}(z) - q$ straight into the gradient, 64 rows at a time so that each block
-#   stays in the cache. No boolean selection, no widened copy of all the logits, no tensors of
-#   zeros. In float64 it agrees with `label_smoothing_loss`, value and gradient, to $10^{-12}$.
-# * **Fused attention where it pays.** When nobody asks for the weights, `MultiHeadAttention`
-#   hands equation 1 to PyTorch's `F.scaled_dot_product_attention`, one kernel that never keeps
-#   the weights; chapter 1's `attention` and the fused kernel agree to $10^{-12}$ in float64. It
-#   does so in float32 and float64 and on GPUs (`fused_attention_pays` in chapter 1): in bfloat16
-#   on a CPU, PyTorch's fused kernel took several times as long as chapter 1's at this chapter's
-#   sentence lengths when we measured it once on the Xeon with AMX, so there chapter 1's code
-#   runs.
-# * **Every kernel kept.** The profile times eight steps; a run takes 3,040, and before this
-#   change a run on the Xeon of the benchmark record averaged 0.35 s a step where the budget's
-#   probe (16 of its batches, trained twice) had measured 0.23. The difference lay outside the
-#   book's code. oneDNN, the library behind PyTorch's bfloat16 matrix products on a CPU, prepares
-#   a kernel for each shape of product it meets and keeps the last 1,024. This chapter's batches
-#   come in 152 shapes, and a step needs about fifteen kernels, so an epoch needs some 2,300: the
-#   cache never held the one a step needed, and every step prepared its kernels afresh. The
-#   profile's eight steps, or the probe's sixteen, never show this (they need a few hundred
-#   kernels); only the run did, by running slower than its probe. Importing the book raises
-#   oneDNN's capacity to 16,384 (`annotated/__init__.py`, through oneDNN's own variable
-#   `ONEDNN_PRIMITIVE_CACHE_CAPACITY`; `tests/test_onednn_cache.py` counts the kernels it finds
-#   again), and the run's steps after its first epoch cost 0.23 s instead of 0.35.
+#   chapter 3's loss from each row's log-sum-exp and three sums. Its backward pass writes
+#   $\mathrm{softmax}(z) - q$ straight into the gradient, 64 rows at a time, so that each block
+#   stays in the cache. There is no boolean selection, no widened copy of all the logits and no
+#   tensor of zeros. In float64 it agrees with `label_smoothing_loss`, value and gradient, to
+#   $10^{-12}$.
+# * **Fused attention where it pays.** When nobody asks for the weights, `MultiHeadAttention` hands
+#   equation 1 to PyTorch's `F.scaled_dot_product_attention`, one kernel that never keeps the
+#   weights. Chapter 1's `attention` and the fused kernel agree to $10^{-12}$ in float64. The book
+#   uses the kernel in float32, in float64 and on GPUs (`fused_attention_pays` in chapter 1). In
+#   bfloat16 on a CPU, PyTorch's fused kernel was several times slower than chapter 1's code at
+#   this chapter's sentence lengths, so there chapter 1's code runs.
+# * **Every kernel kept.** oneDNN, the library behind PyTorch's bfloat16 matrix products on a CPU,
+#   prepares a kernel for each shape of product it meets, and by default keeps only the last 1,024.
+#   This chapter's batches come in 152 shapes, and a step needs about fifteen kernels, so an epoch
+#   needs some 2,300: the default cache would make every step prepare its kernels afresh. Importing
+#   the book raises oneDNN's capacity to 16,384 (`annotated/__init__.py`;
+#   `tests/test_onednn_cache.py` counts the kernels it finds again). A profile of eight steps meets
+#   too few shapes to show the problem, which only a whole run reveals, by running slower than its
+#   probe.
 #
-# **On a GPU** the same profile tells another story. On an NVIDIA H200 (PyTorch 2.11) a step of
-# this recipe took about 19 ms after the first epoch, and PyTorch's profiler showed the GPU idle
-# for most of it, waiting for the CPU to launch the next of the step's several hundred small
-# kernels. The profile there shows the CPU's time per part, which is then the time that counts,
-# and its largest part is the element-wise work, a launch for each small operation: fusing them
-# (`torch.compile`, CUDA graphs) is what would pay there. The loss in 64-row blocks, which suits
-# a CPU's cache, took 15.64 ms forward and backward on the H200 (its launches again) against 1.15
-# for chapter 3's `label_smoothing_loss`, so off the CPU `smoothed_kl` takes all the rows at
-# once: 0.92 ms. The full recipe trained there in 1.31 training minutes and scored 40.1 with beam
-# search and 39.26 greedy on the 2016 test set: one run, on other hardware and with other random
-# numbers (`make bench-gpu`, `benchmarks/results/gpu.json`).
+# **On a GPU** the same profile tells another story. There the GPU sits idle for most of a step,
+# waiting for the CPU to launch the next of the step's several hundred small kernels. The profile's
+# parts are then the CPU's time, which is the time that counts, and the largest is the element-wise
+# work, one launch per small operation. Fusing those operations (`torch.compile`, CUDA graphs) is
+# what would pay there. For the same reason, off the CPU `smoothed_kl` takes all the rows at once:
+# its 64-row blocks suit a CPU's cache but cost a launch each. `make bench-gpu` checks the fast
+# paths on a GPU and trains the recipe there; `benchmarks/README.md` has its figures.
 #
-# Two ideas were measured and left out. Compiling the model (`torch.compile`) fuses the element-wise
-# work into fewer passes, but on the benchmark record's Xeon in bfloat16 the compiled step was
-# slower than the plain one, before counting its compile time (the benchmark below records both).
-# And an output layer computed block by block with the loss, so that the logits never exist whole,
-# must compute the product twice (once for the loss, once for its gradient): measured once, alone,
-# the output layer and loss took about a third longer that way for a 3,000-token batch. The
-# benchmark (`benchmarks/step_speed.py`, run by `make bench-multi30k`) times chapter 3's `train` on
-# a sample of this run's own steps, for this step and for `nn.Transformer` given the same loss,
-# optimizer, precision and dropout, and for the book as it was before this fast path;
+# Two ideas were measured and left out. Compiling the model (`torch.compile`) fuses the
+# element-wise work into fewer passes, but when it was measured in bfloat16 on a CPU, the compiled
+# step was slower than the plain one, before even counting its compile time. An output layer
+# computed block by block with the loss, so that the logits never exist whole, must compute the
+# product twice: once for the loss, once for its gradient. The output layer and loss took about a
+# third longer that way for a 3,000-token batch. The benchmark `benchmarks/step_speed.py` (run by
+# `make bench-multi30k`) times chapter 3's `train` on a sample of this run's own steps. It times
+# the book's step and `nn.Transformer`, given the same loss, optimizer, precision and dropout;
 # `benchmarks/README.md` has the figures for each kind of CPU.
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. How good is it?
 #
-# The scores, with greedy decoding and with beam search (size 4 as in section 6.1, and a length
-# penalty $\alpha = 2.5$ chosen on the validation set, below), on the validation set and on the
-# 2016 Flickr test set, for the last weights and for the average of the last five snapshots, with
-# and without copying unknown words (chapter 6). `final_scores` saves them in the run folder as
-# `scores.json`, with the step and the decoding that produced them (the benchmark reads them from
-# there).
+# The table scores the run on the validation set and on the 2016 Flickr test set. It compares the
+# last weights with the average of the last five snapshots, greedy decoding with beam search, and
+# outputs with and without copying unknown words. Beam search is size 4, as in section 6.1, with the
+# length penalty $\alpha = 2.5$ chosen on the validation set (below). **Copying unknown words**
+# (chapter 6, section 4) replaces each `<unk>` the model writes by the source word that its
+# attention weighs most, since names and numbers are often the same in both languages. Beside BLEU
+# stands **chrF** (chapter 6, section 5). It counts the character n-grams an output shares with its
+# reference, so it gives part credit to a word with the right stem and the wrong ending.
+# `final_scores` saves the scores in the run folder as `scores.json`, with the step and the decoding
+# that produced them (the benchmark reads them from there).
 
 # %% tags=["active-ipynb"] slideshow={"slide_type": "-"}
 # # NBVAL_IGNORE_OUTPUT
@@ -462,14 +477,27 @@ def train_multi30k(
 # print(scores["chrF signature"][0])
 
 # %% [markdown]
-# **The model the book ships** is the average of this notebook's previous run (the run in bf16 on
-# an AMD EPYC that this chapter's closing section names), each matrix stored in 9 to 12 bits
-# (`annotated/export/browser_model.py` says how the bits are chosen): 9.72 MB of weights where
-# float32 takes 29.31. Rounded so, it scored 40.15 with beam search and 39.17 greedily on the
-# whole test set when the book was made, against 40.19 and 39.17 for that run's own float32 weights
-# (both copying unknown words; `make bench-shipped` measured it beside a float16 copy, 14.66 MB,
-# which scored 40.25 and 39.17, before the smaller was chosen: it is also the page's). The table
-# below scores it afresh. Under the `shipped` profile, the table above is this one.
+# The two lines above are sacreBLEU's **signatures** (chapter 6, section 5): each says how its score
+# was computed. `nrefs:1` is one reference per sentence, `case:mixed` means that case counts, and
+# `tok:13a` is sacreBLEU's standard tokenizer. For chrF, `nc:6` means character n-grams up to six
+# long and `nw:0` no word n-grams. The last field is sacreBLEU's version. Two scores can be compared
+# only when their signatures match.
+#
+# **The model the book ships** is another run of this recipe: the full profile trained in bf16, on
+# a CPU with bf16 instructions, not the float32 run above. Its averaged weights are stored with
+# each matrix in 9 to 12 bits (`annotated/export/browser_model.py` says how the bits are chosen).
+# Rounded so, they score on the whole test set as well as that run's own float32 weights, in a
+# third of the size (`make bench-shipped`, unknown words copied):
+#
+# | the shipped run's averaged weights | test2016 beam 4 | test2016 greedy | size |
+# |---|---|---|---|
+# | float32, as trained | 40.19 | 39.17 | 29.31 MB |
+# | 9 to 12 bits a matrix (shipped) | 40.15 | 39.17 | 9.72 MB |
+# | float16 | 40.25 | 39.17 | 14.66 MB |
+#
+# The smallest copy scores within a tenth of the others, so it is the one the book and the site's
+# page carry. The table below scores it afresh. Under the `shipped` profile, the table above is this
+# one.
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
@@ -479,15 +507,15 @@ def train_multi30k(
 # shipped_scores[["split", "decoding", "<unk> copied", "BLEU", "chrF"]]
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# **The length penalty, chosen on the validation set.** The paper's $\alpha = 0.6$ was set for
-# WMT (section 6.1), and nothing says it suits 29,000 image captions. The column to look at is the
-# length ratio, the outputs' total length over the references' in BLEU's own tokens. Below 1,
+# **The length penalty, chosen on the validation set.** The paper's $\alpha = 0.6$ was set for WMT
+# (section 6.1), and nothing says it suits 29,000 image captions. The column to look at is the
+# length ratio: the outputs' total length over the references', in BLEU's own tokens. Below 1,
 # BLEU's brevity penalty multiplies the score by $e^{1 - 1/\text{ratio}}$, so a ratio of 0.95
-# costs about 5% of it. Beam search pulls towards short outputs (each extra word lowers a sum of
-# log-probabilities), and a larger $\alpha$ pulls back harder. `length_penalty_sweep` decodes the
-# validation set with beam search for several values of $\alpha$. The default, the full
-# profile's `decoding.alpha`, is the value that scored best there in the run that chose it (the
-# first making of the lab notebook's run 6, below); the test set played no part in choosing it.
+# costs about 5% of it. Beam search pulls towards short outputs, since each extra word lowers a sum
+# of log-probabilities, and a larger $\alpha$ pulls back harder. `length_penalty_sweep` decodes the
+# validation set with beam search for several values of $\alpha$. The recipe's $\alpha = 2.5$ was
+# chosen by this sweep, on the validation set, when the recipe was searched (the lab notebook's run
+# 6). The test set played no part in choosing it.
 
 
 # %%
@@ -519,17 +547,11 @@ def length_penalty_sweep(
 # )
 
 # %% [markdown]
-# In the run that chose it (the first making of the lab notebook's run 6, this recipe with three
-# layers a side, on an Intel Xeon), the score climbed
-# with $\alpha$ from 38.3 (no penalty) through 38.7 (the paper's 0.6) to 39.6 at 2.5, where the
-# outputs are as long as the references, and then stayed level: 4.0 tied with 2.5 while making
-# the outputs longer than the references. We took 2.5. Only after choosing did we decode the test
-# set with it. There the change of $\alpha$ alone was worth 1.1 BLEU (39.7 against 38.6 at 0.6).
-# The table above is the same sweep for the two-layer run this notebook was executed with (see
-# section 5 for which run that is): 38.3 without a penalty, 38.6 at 0.6, 39.6 at 2.5, where the
-# length ratio is nearly 1, and then nearly level: 39.6 at 3.0 and 39.7 at 4.0, with outputs longer
-# than the references. The same shape, and no gain past 2.5 that one run could tell from noise, so
-# 2.5 stays.
+# The sweep for this notebook's run has the same shape as the one that chose $\alpha$. BLEU climbs
+# with $\alpha$ from 38.3 without a penalty to 39.6 at 2.5, where the outputs are about as long as
+# the references. After that it is nearly level, 39.6 at 3.0 and 39.7 at 4.0, while the outputs
+# grow longer than the references. No gain past 2.5 is larger than the noise of one run, so 2.5
+# stays.
 
 # %% [markdown]
 # Some test sentences, with the reference and both decodings:
@@ -554,9 +576,19 @@ def length_penalty_sweep(
 # )
 
 # %% [markdown]
-# And the command-line filter, which is what you would use after training (it loads the
-# checkpoint, its vocabularies and its decoding settings, beam 4 and $\alpha = 2.5$ here, from
-# the run folder):
+# Two translations stutter: *A Boston Boston dog* for the Boston Terrier, and *a mountain bike bike
+# bike bike* for the mountain bikes. A small model often does this. At each step the decoder looks
+# at the source through its attention, and nothing in it counts which source words it has
+# translated. If its attention stays on the same source word (*Boston*, *Mountainbikes*) for one
+# step too many, that word makes the same English word the likeliest next one again.
+# *Mountainbikes* is harder still: one German word needs two English ones, and the next word,
+# *Dschungellandschaft*, is `<unk>` to this vocabulary, so it offers nothing else to say. Greedy
+# decoding commits to each word as it goes and has no way back. Beam search keeps four hypotheses,
+# and one of them escapes (*mountain bike ride*), but the length penalty of $\alpha = 2.5$ prefers
+# a longer one that stutters. Section 4 follows that search step by step.
+#
+# The command-line filter is what you would use after training. It loads the checkpoint, its
+# vocabularies and its decoding settings (beam 4 and $\alpha = 2.5$ here) from the run folder:
 #
 # ```
 # echo "Zwei Hunde spielen im Schnee." | python -m annotated.translate
@@ -566,18 +598,19 @@ def length_penalty_sweep(
 # ## 4. What the attention looks at
 #
 # Every attention module can keep its last weights (`keep_weights`, chapter 1). We translate one
-# test sentence, then run the model once more over the source and the translation (teacher
-# forcing: the decoder reads `<s>` and the translation) with the weights kept, and draw all three
-# kinds: the encoder's self-attention (German attending to German), the decoder's self-attention
-# (English prefix attending to itself, never to the future), and the decoder's attention to the
-# source. Pick the layer and the head with the menus; hover for the exact weight.
+# test sentence, then run the model once more over the source and the translation with the
+# weights kept. This second pass uses teacher forcing: the decoder reads `<s>` and the translation.
+# The chart draws all three kinds of attention: the encoder's self-attention (German attending to
+# German), the decoder's self-attention (the English prefix attending to itself, never to the
+# future), and the decoder's attention to the source. Pick the layer and the head with the menus;
+# hover for the exact weight.
 #
 # The labels follow what each row and column is. A row is a *query* position and a column a *key*
 # position. In the decoder, the query at position $i$ reads the token fed in there (`<s>` first,
-# then the translation's words) and produces the prediction of the next word, so its row is
+# then the translation's words) and produces the prediction of the next word. So its row is
 # labelled "reads → predicts"; the original Annotated Transformer labelled these axes with the
-# wrong tokens. (`attention_maps`, in `annotated/figures/ch07_multi30k.py`, does the translating,
-# the second pass and the labelling.)
+# wrong tokens. `attention_maps`, in `annotated/figures/ch07_multi30k.py`, does the translating,
+# the second pass and the labelling.
 
 # %% tags=["active-ipynb"]
 # # NBVAL_IGNORE_OUTPUT
@@ -589,11 +622,11 @@ def length_penalty_sweep(
 #
 # Chapter 1 walked one sentence through equation 1 with queries, keys and values written by hand.
 # Here is the same walk with the trained model's own numbers. `learned_head` runs the encoder on a
-# test sentence and catches what one head of one layer's self-attention computes: each word's
-# query, key and value (64 numbers each: $d_k = 256 / 4$), which the head's slices of $W^Q$, $W^K$
-# and $W^V$ made from the layer's input. Nobody chose what these numbers mean. We show the head
-# of the first layer whose attention is sharpest (the lowest average entropy of its rows), and
-# check our recomputation against the weights the module itself kept.
+# test sentence and catches what one head of one layer's self-attention computes. That is each
+# word's query, key and value, 64 numbers each ($d_k = 256 / 4$), which the head's slices of
+# $W^Q$, $W^K$ and $W^V$ made from the layer's input. Nobody chose what these numbers mean. We show
+# the head of the first layer whose attention is sharpest (the lowest average entropy of its rows),
+# and check our recomputation against the weights the module itself kept.
 
 
 # %%
@@ -699,15 +732,15 @@ def walk_sentence(corpus: Corpus, split: str = "test_2016_flickr", words: int = 
 
 # %% [markdown]
 # What this head does, in the run saved here (head 3 of the first layer, as the cells above print;
-# another run or machine may pick another head, and the numbers will differ). One word draws most
-# of the attention: *Mountainbikes*. The verb *fahren* puts 0.76 of its weight on it, the thing
-# being ridden, and only 0.04 on itself; the unknown word (*Dschungellandschaft*, read as `<unk>`)
-# puts 0.32 there, *Mountainbikes* itself 0.41 and *durch* 0.80. The subject, *Sechs Leute*, looks
-# elsewhere: *Sechs* keeps 0.33 of its weight for itself and gives *Leute* 0.17, and *Leute* keeps
-# only 0.10 and gives most of the rest to *Sechs* (0.25) and to the sentence's end, the full stop
-# and `</s>` (0.17 each). The full stop and `</s>` spread theirs, with no word above 0.21.
-# Chapter 1's hand-made head linked a verb to its objects by design; this one learned a similar
-# link from the data, mixed with other habits in one head, with numbers that have no names.
+# another run may pick another head). One word draws most of the attention: *Mountainbikes*, the
+# thing being ridden. The verb *fahren* puts 0.76 of its weight on it and only 0.04 on itself.
+# *durch* puts 0.80 there, and *Mountainbikes* keeps 0.41 for itself. Even the unknown word
+# (*Dschungellandschaft*, read as `<unk>`) puts 0.32 there. The subject, *Sechs Leute*, looks
+# elsewhere. *Sechs* keeps 0.33 of its weight for itself and gives *Leute* 0.17. *Leute* keeps only
+# 0.10 for itself and gives *Sechs* 0.25. Its next choices are the sentence's end, the full stop
+# and `</s>`, with 0.17 each. Those two spread their own weight, with no word above 0.21. Chapter
+# 1's hand-made head linked a verb to its objects by design. This one learned a similar link from
+# the data, mixed with other habits in one head, with numbers that have no names.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### Beam search on a real sentence
@@ -765,71 +798,62 @@ def traced_search(
 
 # %% [markdown]
 # In the run saved here the model is nearly sure of its first word (*Six*, log-probability
-# −0.01) and the beam's alternatives are far behind (*There*, −5.95). The real choices come
-# later: *are* against *riding* and *ride* (−1.01, −1.25, −1.67 after three words). Five
-# candidates finished, at steps 12, 14, 14, 15 and 15, and that ended the search: a step sets aside
-# every candidate among its best $k$ that ends with `</s>`, as long as fewer than $k$ had
-# finished before it, so the last step can bring the count past $k$ (here the fourth and the
-# fifth finished together, at the last step). Now the length penalty decides: with the paper's
-# α = 0.6 the best is the shortest, *Six people are riding bikes through a mountain bike ride.*,
-# with our α = 2.5 one three words longer, *... through a mountain bike bike bike bike race.*, whose
-# stammer shows that a longer output is not always a better one. Over the whole validation set,
-# though, α = 2.5 makes such longer choices often enough to raise the length ratio from 0.959 to
-# 0.997 and validation BLEU by 1.0 (section 3).
+# −0.01) and the beam's alternatives are far behind (*There*, −5.95). The real choices come later:
+# *are* against *riding* and *ride*. After three words *are* leads with −1.01 and *ride*, third,
+# follows with −1.67. Five candidates finished, the last two together at step 15, and that ended
+# the search. A step sets aside every candidate among its best $k$ that ends with `</s>`, as long as
+# fewer than $k$ had finished before it, so the last step can bring the count past $k$. Now the
+# length penalty decides. With the paper's α = 0.6 the best is the shortest, *Six people are riding
+# bikes through a mountain bike ride*. With our α = 2.5 it is one three words longer, *... through
+# a mountain bike bike bike bike race*: the stutter of section 3. A longer output is not always a
+# better one. Over the whole validation set, though, α = 2.5 makes such longer choices often enough
+# to raise the length ratio from 0.959 to 0.997. Validation BLEU rises by 1.0 with it (section 3).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Where this differs, and what limits it
 #
-# * **From the paper.** A smaller model (2 + 2 layers of width 256), a much smaller batch and a
-#   shorter warmup, chosen for two CPU cores and one hour (section 1 says why); a word vocabulary
-#   per language instead of a shared byte-pair one, so only the target embedding and the output
-#   layer share weights; bf16 autocast where the CPU has it; the last five half-epoch snapshots
-#   averaged instead of five 10-minute checkpoints; dropout rising from 0.1 to 0.3 instead of a
-#   fixed 0.1, and a learning rate brought down over the last ten epochs instead of equation 3 to
-#   the end; a length penalty of 2.5 instead of 0.6, chosen on the validation set (section 3). The
-#   optimizer (Adam with the paper's $\beta$s and $\epsilon$), equation 3's shape of warmup then
-#   decay, label smoothing and the beam size are the paper's.
-# * **From the original Annotated Transformer.** It no longer runs as published (a dead data URL,
-#   torchtext retired, a GPU needed). It built its vocabulary with the test data in sight, padded
-#   every batch to a fixed length, decoded greedily without a cache and had no beam search. It did
-#   report a BLEU score, 26.9 on WMT 2014 English-German, but for OpenNMT-py's replication with
-#   the extensions it only described (subwords, shared embeddings, beam search, averaging), not
-#   for a model its own code trained; its own Multi30k model was never scored. Here the vocabulary
-#   sees only training data, batches are packed by length, the decoder is cached and batched, beam
-#   search is there, and the scores come with sacreBLEU's signature.
-# * **What limits the score.** Multi30k is small: with 29,000 training sentences, words seen
-#   once or twice cannot be learned well, and the `<unk>` rate of the test set (chapter 5) puts a
-#   ceiling on what a word-level model can get right. Subword units remove `<unk>` entirely, but
-#   in our budget they cost more than they gained.
+# * **From the paper.** The model is smaller (2 + 2 layers of width 256), the batch much smaller
+#   and the warmup shorter, chosen for two CPU cores and one hour (section 1 says why). Each
+#   language has its own word vocabulary instead of a shared byte-pair one, so only the target
+#   embedding and the output layer share weights. Training uses bf16 autocast where the CPU has
+#   it. The last five half-epoch snapshots are averaged, instead of five checkpoints 10 minutes
+#   apart. Dropout rises over the run to 0.3 instead of staying at the paper's 0.1. The learning
+#   rate comes down over the last ten epochs instead of following equation 3 to the end. The
+#   length penalty is 2.5 instead of 0.6, chosen on the validation set (section 3). The optimizer
+#   (Adam with the paper's $\beta$s and $\epsilon$), equation 3's shape of warmup then decay, label
+#   smoothing and the beam size are the paper's.
+# * **From the Annotated Transformer.** Its 2022 revision, the one that trains on Multi30k, no
+#   longer runs as published: its data URL is dead, torchtext is retired, and it needs a GPU. It
+#   built its vocabulary with the test data in sight, padded every batch to a fixed length, decoded
+#   greedily without a cache and had no beam search. It did report a BLEU score, 26.9 on WMT 2014
+#   English-German. That score was OpenNMT-py's, for a replication with the extensions it only
+#   described (subwords, shared embeddings, beam search, averaging), not for a model its own code
+#   trained; its own Multi30k model was never scored. Here the vocabulary sees only training data,
+#   batches are packed by length, the decoder is cached and batched, beam search is there, and the
+#   scores come with sacreBLEU's signature.
+# * **What limits the score.** Multi30k is small: with 29,000 training sentences, words seen once
+#   or twice cannot be learned well. The `<unk>` rate of the test set (chapter 5) puts a ceiling on
+#   what a word-level model can get right. Subword units remove `<unk>` entirely, but in our budget
+#   they cost more than they gained.
 #
 # **The run in this notebook.** The outputs above come from the recipe trained afresh, with the
-# seed, batches and 3,040 steps above, on a 2-core AMD EPYC with AVX2 only (no AVX-512, no bf16
-# instructions), so in float32: 50.8 training minutes, and 40.06 with beam search and 39.55 greedy
-# on the 2016 test set. On one kind of CPU with the same thread count the recipe is deterministic,
-# so the same command there gives these scores to the last digit: the execution before this one
-# (commit dd5b5e5), on the same kind of CPU but beside other work for its first quarter hour,
-# took 66.2 training minutes and printed the same validation BLEU at every half epoch and the same
-# final scores. Another machine
-# adds the products in another order, and bf16 is another arithmetic again, so its run parts ways
-# with this one in the last bits within the first steps and ends as a second sample of the same
-# recipe, up to eight tenths of a point away on each score. The notebook's earlier runs are such
-# samples (`benchmarks/results/ch07-notebook-runs.json` keeps them): in bf16 on a 2-core AMD EPYC
-# with bf16 instructions, beside other work, 27.3 training minutes and 40.19 with beam search and
-# 39.17 greedy; alone in float32 on a 2-core Intel Xeon without bf16 instructions (AVX-512, no
-# AMX), 46.3 training minutes and 40.39 with beam search and 39.53 greedy. So is
-# the book's benchmark record (`benchmarks/results/multi30k.json`): the same recipe trained in bf16
-# on an Intel Xeon with AMX, in 11.76 training minutes, scored 40.45 with beam search and 39.2
-# greedy. On the book's AMD EPYC (the record of commit 3946b58, before the fast step) it scored
-# 40.13 with beam search and 39.25 greedy, and trained with one thread instead of two 40.2 and 39.7.
+# seed, batches and 3,040 steps above. Its CPU has no bf16 instructions, so it trained in float32,
+# on two cores, for 50.8 training minutes. On the 2016 test set it scored 40.06 with beam search and
+# 39.55 greedy. On one kind of CPU with the same thread count the recipe is deterministic: the same
+# command there gives these scores to the last digit. Another kind of CPU adds the products in
+# another order, and bf16 is another arithmetic again. A run there parts ways with this one in the
+# last bits within the first steps. It ends as a second sample of the same recipe, up to eight
+# tenths of a point away on each score. The shipped model (section 3) is one such sample, and
+# `benchmarks/README.md` lists the others.
 #
-# How this recipe was found, run by run (pre-norm against post-norm, words against subwords,
-# fixed against rising dropout, three layers against two, 20 epochs against 40), and what to try
-# next, is the appendix: the **lab notebook**.
+# How this recipe was found, run by run (pre-norm against post-norm, words against subwords, fixed
+# against rising dropout, three layers against two, 20 epochs against 40), and what to try next, is
+# the appendix: the **lab notebook**.
 #
-# **Try it yourself.** The model this notebook reports also runs in a web browser, on the book's
-# site: its page "Try the model" (`make site` builds it as `_build/html/try.html`) translates a
-# sentence you type, and shows its attention (any layer and head, hover a word) and its search
-# step by step, with nothing to install.
+# **Try it yourself.** The shipped model also runs in a web browser, on the book's site. Its page
+# "Try the model" (`make site` builds it as `_build/html/try.html`) translates a sentence you type.
+# It shows the attention (any layer and head; hover a word) and the search step by step, with
+# nothing to install.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -841,10 +865,16 @@ def traced_search(
 #
 # <details><summary>Answer</summary>
 #
-# Higher: in this run the curve ends at 36.69 and the averaged model with copying and beam search
-# scores 39.59 on the same validation set. The table of section 3 splits it: averaging changes
-# little here (36.71: greedy, averaged, no copying), copying `<unk>` adds about 1.6 (38.34), and
-# beam search with $\alpha = 2.5$ about 1.3 more.
+# Higher. Section 3's table splits the difference, one change at a time, on the validation set:
+#
+# | | validation BLEU |
+# |---|---|
+# | the curve's last point: last weights, greedy, no copying | 36.69 |
+# | averaged weights | 36.71 |
+# | and `<unk>` copied | 38.34 (+1.6) |
+# | and beam search, $\alpha = 2.5$ | 39.59 (+1.3) |
+#
+# Averaging changes little here, copying `<unk>` adds the most, and beam search the rest.
 #
 # </details>
 #
@@ -852,12 +882,12 @@ def traced_search(
 # mean of a list of state dicts with the same keys, computed in float64 and returned in float32,
 # as `average_snapshots` (in `annotated/training/finish.py`) does with the snapshot files.
 #
-# **7.3 Modify.** Train the `class` profile with pre-norm blocks, `norm_first=True`, and a peak
-# rate fit for them, `lr_factor=0.7` (the lab notebook's pre-norm recipe; the class profile's
-# warmup of 300 steps is that recipe's already), and compare its validation curve with the class
-# profile's own. Which is ahead after one epoch, and at the end? `ANNOTATED_PROFILE` only picks a
-# profile, so build the variant in a cell and give it a folder of its own (a run folder refuses
-# to resume under another configuration):
+# **7.3 Modify.** Train the `class` profile with pre-norm blocks (`norm_first=True`, section 1) and
+# a peak rate fit for them, `lr_factor=0.7`. That is the lab notebook's pre-norm recipe, whose
+# warmup of 300 steps the class profile has already. Compare its validation curve with the class
+# profile's own: which is ahead after one epoch, and at the end? `ANNOTATED_PROFILE` only picks a
+# profile, so build the variant in a cell and give it a folder of its own (a run folder refuses to
+# resume under another configuration):
 #
 # ```python
 # prenorm = dataclasses.replace(PROFILES["class"], norm_first=True, lr_factor=0.7)
@@ -866,7 +896,7 @@ def traced_search(
 #
 # <details><summary>Answer</summary>
 #
-# Measure it; the lab notebook's hour-long runs are the prediction to test: pre-norm ahead early,
+# Measure it. The lab notebook's hour-long runs are the prediction to test: pre-norm ahead early,
 # post-norm ahead at the end. A 15-minute run is short enough that the early lead may decide the
 # final score, so your answer at this budget can differ from the hour's.
 #

@@ -14,14 +14,14 @@
 # ## 1. How to read this
 #
 # * **One run per recipe.** Every run below was made once. Runs 1 to 7 were made on the two-core
-#   Intel Xeon (with AMX, so training ran under bf16 autocast) where chapter 7's recipe was first
-#   made; the search of section 7 on a two-core AMD EPYC, also under bf16.
+#   Intel Xeon where chapter 7's recipe was first made. It has AMX, so training ran under bf16
+#   autocast. The search of section 7 ran on a two-core AMD EPYC, also under bf16.
 #   A single run cannot separate a difference of half a point from luck. Section 6 shows how large
 #   that luck can be.
 # * **Compare steps, not minutes.** The machine was shared with other work, and its speed changed
 #   from day to day and within a run. Run 6, chapter 7's recipe until the search of section 7, took
-#   65.7 minutes for its 3,040 steps, while the run made just before it, with a fixed dropout rate,
-#   took 57.7 minutes for the same number. Yet when the two recipes were timed side by side on the
+#   65.7 minutes for its 3,040 steps. The run made just before it, with a fixed dropout rate, took
+#   57.7 minutes for the same number. Yet when the two recipes were timed side by side on the
 #   same 30 batches, a step cost 1.08 seconds with the fixed rate and 1.05 with the rising one.
 #   During the slower run the machine itself was slow, and unevenly so: its first 456 steps averaged
 #   1.42 seconds each, its last 500 only 1.22. Minutes are quoted below only where the notes of the
@@ -31,9 +31,9 @@
 #   steps) on the bare weights of that moment, decoded greedily. The two pilots scored only the
 #   first 300 validation sentences. *Test* scores are on the 2016 Flickr test set, for the final
 #   model as chapter 7 evaluates it. Runs 1 to 7 are compared with beam search at the paper's
-#   length penalty $\alpha = 0.6$, the value they were scored with; chapter 7's $\alpha = 2.5$
-#   was chosen only after them, on the validation set, and the search of section 7 (runs 8 to 11)
-#   is scored with it. That is why run 6's first making shows 38.6 in the tables of sections 2 to
+#   length penalty $\alpha = 0.6$, the value they were scored with. Chapter 7's $\alpha = 2.5$
+#   was chosen only after them, on the validation set. The search of section 7 (runs 8 to 11) is
+#   scored with it. That is why run 6's first making shows 38.6 in the tables of sections 2 to
 #   5 and 39.7 in section 6. *Last weights* means the weights of the final step
 #   alone, decoded greedily: no averaging.
 # * **When these runs were made.** They date from before the book was divided into its present
@@ -55,7 +55,7 @@
 # | 7 | post-norm | 500 → 1.0e-3 | words | 0.1 rising to 0.4 | as run 4 | 36.7 | 37.1 / 36.7 |
 #
 # Run 6 was chapter 7's recipe until the search of section 7, which replaced its three layers a
-# side with two (run 9); chapter 7's notebook now shows that two-layer recipe. Run 6 was made
+# side with two (run 9). Chapter 7's notebook shows that two-layer recipe. Run 6 was made
 # twice, on two machines (section 6).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -65,8 +65,8 @@
 # steps and a peak rate of 1.6e-3. After 4.9 minutes its validation BLEU was 1.8. The model wrote
 # fluent English that had nothing to do with the German it was given. The second pilot used
 # pre-norm blocks (chapter 2's `norm_first=True`) and a faster climb, 300 steps to 2.5e-3, and
-# reached 10.9 in the same time. The explanation is chapter 2's: in a pre-norm block the
-# residual path from each layer's output back to the input passes through no normalization, so
+# reached 10.9 in the same time. The explanation is chapter 2's. In a pre-norm block the
+# residual path from each layer's output back to the input passes through no normalization. So
 # early gradients reach the lower layers at full size, and large steps stay safe. We took
 # pre-norm.
 #
@@ -84,9 +84,9 @@
 # validation score of the bare weights did not move: 34.8 in both runs, equal to within 0.01.
 #
 # **What this showed.** The schedule was not what held the model back. The next suspect was the
-# vocabulary. With words seen at least twice in training as the vocabulary, 35% of the German test
-# sentences contain at least one word the model reads as `<unk>`, and 19% of the English
-# references contain a word it has no way to write.
+# vocabulary, which holds the words seen at least twice in training. With it, 35% of the German
+# test sentences contain at least one word the model reads as `<unk>`. Of the English references,
+# 19% contain a word it has no way to write.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Subwords, tried (run 3)
@@ -116,8 +116,8 @@
 # pieces before it can translate them.
 #
 # **Run 3 for 14 epochs.** A slow start might still end well, so we let the subword recipe run
-# for 14 epochs: 2,422 steps in 51 minutes, with the cooldown over the last seven epochs so that
-# it finished inside the hour. It did not end well. Validation BLEU passed 30 only after 42
+# for 14 epochs: 2,422 steps in 51 minutes. Its cooldown covered the last seven epochs, so that it
+# finished inside the hour. It did not end well. Validation BLEU passed 30 only after 42
 # minutes and peaked at 31.4. On the test set the averaged model scored 32.7 with beam search and
 # 31.4 greedy, four to five points below run 2 (37.0 and 36.3). It was behind epoch for epoch as
 # well: 31.2 after 14 epochs, against 32.1 for run 2 after its 14th. (Run 2's rate was still the
@@ -211,16 +211,21 @@
 # $\alpha = 2.5$, it scored 39.7 with beam search (38.6 with the paper's 0.6), 38.4 greedy, and
 # 37.2 for the last weights alone. Validation BLEU passed 30 after 24 minutes and 35 after 38,
 # and peaked at 37.5. The run was allowed 75 minutes, not the default 60, so that it could be
-# compared with run 4 step for step. Under the 60-minute limit of that time, which simply stopped a
-# run when the time was up (chapter 7's budget now plans the schedule instead), it would have
-# stopped near step 2,740, where its validation BLEU was 36.8.
+# compared with run 4 step for step. The 60-minute limit of that time simply stopped a run when
+# the time was up; chapter 7's budget now plans the schedule instead. Under that limit the run
+# would have stopped near step 2,740, where its validation BLEU was 36.8.
+#
+# The length penalty was chosen on that run's validation set. BLEU climbed with $\alpha$ from 38.3
+# without a penalty through 38.7 at the paper's 0.6 to 39.6 at 2.5, where the outputs were as long
+# as the references. It then stayed level: 4.0 tied with 2.5 while making the outputs longer than
+# the references. So the recipe took 2.5.
 #
 # Those minutes were wrong by a factor of two. The machine was shared with other work while the
-# run trained, and the recipe made again **alone** on an idle Xeon of the same kind (the
-# benchmark record of the time, `benchmarks/results/multi30k.json` as of commit 4eb2973, since
-# re-made for the two-layer recipe) reproduced every score to the last digit in 29.2 training
-# minutes: validation BLEU 30 after 10.3 minutes and 35 after 16.7. Every recipe
-# above was therefore judged on about half the compute an hour gives; the lesson is in
+# run trained. The recipe was made again **alone** on an idle Xeon of the same kind, as the
+# benchmark record of the time (`benchmarks/results/multi30k.json` as of commit 4eb2973, since
+# re-made for the two-layer recipe). It reproduced every score to the last digit in 29.2 training
+# minutes: validation BLEU 30 after 10.3 minutes and 35 after 16.7. Every recipe above was
+# therefore judged on about half the compute an hour gives. The lesson is in
 # `benchmarks/common.py`, which now records the load a timing ran under and refuses to let a busy
 # machine's record replace a clean one.
 #
@@ -231,8 +236,8 @@
 # was. Its greedy score is not run 4's 37.4, so treat it as a loose reference.
 #
 # **The second making, on an AMD EPYC.** Until the search of section 7, chapter 7's notebook
-# showed the same recipe made again from scratch on a two-core AMD EPYC, which also has bf16 instructions (AVX-512), so
-# training again ran under bf16 autocast. It used the same seed, the same batches and the same
+# showed the same recipe made again from scratch on a two-core AMD EPYC. That CPU also has bf16
+# instructions (AVX-512), so training again ran under bf16 autocast. It used the same seed, the same batches and the same
 # 3,040 steps. The two processors add up bf16 products in different orders, so the two runs part
 # ways in the last bits within their first steps. They end as two samples of one recipe:
 #
@@ -254,8 +259,8 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The search for the hour (runs 8 to 11)
 #
-# Timed alone, run 6 left half the hour unused on the Xeon, and did not fit into it on a two-core
-# AMD EPYC with AVX2 only (fp32, about 45 steps a minute: some 68 minutes for the 3,040 steps).
+# Timed alone, run 6 left half the hour unused on the Xeon. It did not fit into the hour on a
+# two-core AMD EPYC with AVX2 only (fp32, about 45 steps a minute: some 68 minutes for the 3,040 steps).
 # There the hour's budget squeezed the recipe into 2,405 steps (chapter 7's planner), a weaker
 # model. So
 # the recipe had two jobs left: use the Xeon's spare half hour, and give the slower machine
@@ -284,12 +289,12 @@
 # | best validation BLEU (bare weights) | 37.44 | 38.32 | 37.76 |
 # | validation BLEU 30 / 35 first at step | 1,064 / 1,900 | 912 / 1,368 | 912 / 1,444 |
 #
-# **What this showed.** Both changes learn faster: run 9 was ahead of run 6 at nearly every
-# evaluation of the first half of training, run 8 at most of them, and both reached 35 sooner, run
-# 9 by 456 steps and run 8 by 532 (about a sixth of the way). At the end both stand at or above run 6 on every line but
-# one (run 9's validation beam score, 0.04 lower). Most of the differences are a few tenths, the
-# size by which two makings of one recipe differ (section 6), and the two runs do not even agree on
-# where they gain: run 9's clear gains are on the test set (1.6 greedy, 2.0 from the last weights
+# **What this showed.** Both changes learn faster. Run 9 was ahead of run 6 at nearly every
+# evaluation of the first half of training, and run 8 at most of them. Both reached 35 sooner, run
+# 9 by 456 steps and run 8 by 532 (about a sixth of the way). At the end both stand at or above
+# run 6 on every line but one (run 9's validation beam score, 0.04 lower). Most of the differences
+# are a few tenths, the size by which two makings of one recipe differ (section 6). The two runs
+# do not even agree on where they gain: run 9's clear gains are on the test set (1.6 greedy, 2.0 from the last weights
 # alone), run 8's on the validation set (0.5 to 1.1). One seed each cannot settle more than that.
 #
 # **What we took.** Two layers a side became chapter 7's recipe. It is at least as good as three,
@@ -297,13 +302,14 @@
 # step costs 0.75 of a three-layer one (run 8's, 0.96: the same).
 #
 # **The AVX2 machine, played on this one.** No AVX2-only machine was at hand, but the EPYC can be
-# held to the kernels such a machine runs: oneDNN, MKL and PyTorch's own kernels limited to AVX2,
-# and fp32, since there is no bf16 (`benchmarks/bench_recipes.py --step-costs --as-avx2`, alone).
+# held to the kernels such a machine runs. That means oneDNN, MKL and PyTorch's own kernels
+# limited to AVX2, and fp32, since there is no bf16 (`benchmarks/bench_recipes.py --step-costs --as-avx2`, alone).
 # So held, it made 51.9 of run 6's steps a minute, a little faster than the 45 the real AVX2
-# machine averaged, and 67.4 two-layer steps: 0.77 of run 6's cost, as in bf16. At that ratio the
-# real machine makes about 58 two-layer steps a minute, and the 3,040 steps take about 52
-# minutes, inside the 54 that the hour's budget plans (90% of it), with little to spare. It is
-# still an estimate, but one made with that machine's kernels and arithmetic.
+# machine averaged, and 67.4 two-layer steps: 0.77 of run 6's cost, as in bf16. The real
+# AVX2 machine has since trained the two-layer recipe. Chapter 7's notebook, executed on a
+# two-core AMD EPYC with AVX2 only with the cores to itself, took 50.8 training minutes for the
+# 3,040 steps. It had chapter 7's fast step, which came after this search. That is inside the 54
+# that the hour's budget plans (90% of it), with little to spare.
 #
 # **Run 10: the rest of the Xeon's hour.** On the Xeon the two-layer recipe should take about 22
 # minutes, so the hour holds twice its steps. Run 10 is run 9 stretched: 40 epochs, 6,080 steps,
@@ -320,22 +326,22 @@
 # | validation BLEU 30 / 35 first at step | 912 / 1,444 | 912 / 1,368 | 760 / 1,064 |
 #
 # **What this showed.** Twice the steps bought a quarter to two thirds of a point on every final
-# score, less than the first 3,040 steps suggested: run 10's validation BLEU touched 39.0 at step
+# score, less than the first 3,040 steps suggested. Run 10's validation BLEU touched 39.0 at step
 # 2,812, with its learning rate still high, and spent the cooldown between 36.7 and 38.7, mostly
 # near 38, ending at 38.35. Its earlier 35 (step 1,368 against 1,444) is the dropout: rising over 40
 # epochs instead of 20, it was lower at that point. Run 11 learned fastest of every run in this
-# notebook (validation 35 at step 1,064, 380 steps before run 9) and ended below run 9 on every
+# notebook: validation 35 at step 1,064, 380 steps before run 9. It ended below run 9 on every
 # final score: 0.4 with beam search and 0.9 greedy on test2016, 1.1 with beam search on validation.
-# Run 9 made a second time, as chapter 7's benchmark record (the same seed and batches, but two
-# threads instead of one, on the Xeon with AMX instead of the EPYC, and with chapter 7's fast step,
-# which adds the same numbers in another order), differs from it by up to 0.5 on the test set and
-# 0.3 on validation, so this is one seed's word, not a verdict; it does not invite a second look
-# before other ideas.
+# Run 9 was made a second time as chapter 7's benchmark record. That making had the same seed and
+# batches, but two threads instead of one, the Xeon with AMX instead of the EPYC, and chapter 7's
+# fast step, which adds the same numbers in another order. It differs from run 9 by up to
+# 0.5 on the test set and 0.3 on validation. So this is one seed's word, not a verdict, and it does
+# not invite a second look before other ideas.
 #
 # **What we took from runs 10 and 11.** Run 10 became chapter 7's `long` profile, for CPUs that
-# have the time. We estimated about 44 minutes on the Xeon; trained there later, alone, it took
+# have the time. We estimated about 44 minutes on the Xeon. Trained there later, alone, it took
 # 52.2, and scored 40.61 / 39.50 against 40.51 / 39.63 for the full profile on the same machine
-# (one run each): the gain of run 10 over run 9 did not come back, and is best read as noise
+# (one run each). So the gain of run 10 over run 9 did not come back, and is best read as noise
 # until several seeds say otherwise. It does not fit the other two machines' hours: on the bf16
 # EPYC its 6,080 steps took 62 minutes, and on the AVX2 machine the budget would compress it to
 # about the full profile's length. So the default stays the full profile, which fits all three.
@@ -361,11 +367,11 @@
 #   8,000, are untested. They would also remove the `<unk>` ceiling of section 2.
 # * **The rest of Table 3.** Chapter 9 measured Table 3's rows on Multi30k, each for 700 steps
 #   around a pre-norm base with three seeds. Of the variants that beat its base beyond the noise
-#   band, section 7 ran two (two layers, no dropout at the start). The others, one layer a side
-#   (the table's best line at 700 steps, whose lead may not survive a full run's twenty epochs,
-#   where capacity has time to pay), a smaller feed-forward layer, a wider model and learned
-#   positions, are still worth a full run against
-#   chapter 7's recipe with the same seed; a `make bench-recipes` candidate is one line of
+#   band, section 7 ran two (two layers, no dropout at the start). The others are still worth a
+#   full run against chapter 7's recipe with the same seed: one layer a side, a smaller
+#   feed-forward layer, a wider model and learned positions. One layer a side was the table's
+#   best line at 700 steps, but its lead may not survive a full run's twenty epochs, where
+#   capacity has time to pay. A `make bench-recipes` candidate is one line of
 #   `benchmarks/bench_recipes.py`. Learned positions with two layers is already one, begun but
 #   not finished.
 #

@@ -68,7 +68,8 @@ def recorded_makings() -> list[dict]:
 
 def test_the_shipped_model_is_a_run_chapter_7_names():
     """The shipped run is the one chapter 7's notebook shows, or one of its earlier makings kept in
-    ch07-notebook-runs.json (chapter 7 then says which: a retrained notebook need not re-ship)."""
+    ch07-notebook-runs.json (chapter 7 then says that the shipped model is another run of its
+    recipe, not the one it shows: a retrained notebook need not re-ship)."""
     beam, greedy = shipped_test_scores()
     text = chapter_7_printed("final_scores(run)\n")
     shown = re.search(r"test_2016_flickr\s+average of last \d+\s+beam 4\s+yes\s+([\d.]+)", text)
@@ -84,8 +85,8 @@ def test_the_shipped_model_is_a_run_chapter_7_names():
             "ch07-notebook-runs.json: run `make try-model` after retraining"
         )
         prose = (ROOT / "annotated" / "ch07_multi30k.py").read_text("utf-8")
-        assert "ships** is the average of this notebook's previous run" in prose, (
-            "chapter 7 must say that the shipped model is an earlier run of its notebook"
+        assert "ships** is another run of this recipe" in prose, (
+            "chapter 7 must say that the shipped model is another run of its recipe, not its own"
         )
 
 
