@@ -408,8 +408,8 @@ def make_optimizer(
 # The Annotated Transformer's own label-smoothing example, in the original and in its 2022
 # revision alike, meets the other side of that trap. Its example predictions hold exact zeros,
 # whose log is $-\infty$, on tokens where the smoothed target is not zero. So the loss it prints
-# is `inf`, as readers report in
-# [the project's issue threads](https://github.com/harvardnlp/annotated-transformer/issues/109).
+# is `inf`, as readers report in the project's issue threads (harvardnlp/annotated-transformer,
+# issues 39 and 109).
 #
 # We never build $q$ itself in the loss. It takes only three values: the target's
 # $1 - \epsilon_{ls}$, pad's 0, and $s = \epsilon_{ls} / (V - 2)$ everywhere else. So for one
