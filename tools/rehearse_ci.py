@@ -104,8 +104,11 @@ def job_environment(workflow: dict, job: dict, folder: Path, data: Path | None) 
 def clone(rehearsal: Rehearsal, full_history: bool) -> None:
     """actions/checkout: HEAD, one commit deep (or whole), owned by the runner's user."""
     depth = [] if full_history else ["--depth", "1"]
+    # The checkout rehearsed from may itself be another user's (a rehearsal inside a rehearsal,
+    # or CI's own workspace): its upload-pack is told it is safe, for this one clone.
+    serve = ["--upload-pack", "git -c safe.directory=* upload-pack"]
     subprocess.run(
-        ["git", "clone", "-q", *depth, ROOT.as_uri(), str(rehearsal.workspace)], check=True
+        ["git", "clone", "-q", *depth, *serve, ROOT.as_uri(), str(rehearsal.workspace)], check=True
     )
     for path in [rehearsal.workspace, *rehearsal.workspace.rglob("*")]:
         os.lchown(path, RUNNER_UID, RUNNER_UID)
