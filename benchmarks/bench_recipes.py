@@ -96,6 +96,11 @@ CANDIDATES = {
 }
 
 
+def own_lines(lines: list[dict]) -> list[dict]:
+    """This search's lines of the record: the second search's (search_recipes.py) name it."""
+    return [line for line in lines if "search" not in line]
+
+
 def candidate_config(name: str):
     changes, _ = CANDIDATES[name]
     if name == "run 6":

@@ -118,6 +118,27 @@ def test_the_screen_reads_the_validation_set_alone_and_names_machine_and_commit(
     assert search.main([*faked.args, *only]) == 0 and faked.read == []  # recorded: nothing again
 
 
+def test_the_records_subword_lines_are_todays_candidates_scored_as_measure_writes_them(search):
+    lines = [x for x in json.loads(search.RECORD.read_text())["lines"] if "search" in x]
+    if not lines:
+        pytest.skip("no line of this search in benchmarks/results/recipes.json yet")
+    for line in lines:
+        name = line["name"]
+        assert line["search"] == search.SEARCH and name in search.CANDIDATES, name
+        config = search.candidate_config(name, line["seed"])
+        assert line["config"] == config_identity(config), f"{name} trained another configuration"
+        assert line["changes"] == search.CANDIDATES[name][0]
+        curve = line["val BLEU by step"]
+        assert curve[-1][0] == line["steps"] == line["steps per epoch"] * config.epochs, name
+        assert max(bleu for _, bleu in curve) == line["best val BLEU (bare weights)"], name
+        keys = {"val beam", "val greedy"} | (
+            {"test2016 beam", "test2016 greedy"} if line["stage"] == "finalist" else set()
+        )
+        assert keys <= set(line) and all(0 < line[key] < 100 for key in keys), name
+        if line["stage"] == "screen":
+            assert not any(key.startswith("test") for key in line), f"{name}: a screen read test"
+
+
 def test_finalists_are_chosen_by_validation_alone_and_their_seeds_give_a_band(search, faked):
     names = ["full", "subwords 8k, 20 epochs", "subwords 10k, 40 epochs"]
     val = {"full": 38.0, "subwords 8k, 20 epochs": 36.0, "subwords 10k, 40 epochs": 41.0}
