@@ -39,13 +39,18 @@ with small vocabularies, to try the machinery in a minute (never recorded in rec
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import dataclasses
 import json
+import os
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -55,9 +60,10 @@ from annotated.base.devices import training_device
 from annotated.base.files import atomic_write
 from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import BatchPlan, Corpus, load_multi30k
-from annotated.ch06_decoding import evaluate_split
+from annotated.ch06_decoding import Translator, evaluate_split
 from annotated.ch07_multi30k import FULL, train_multi30k
 from annotated.training.config import RUNS_DIR, RunConfig, smoke_version
+from annotated.training.finish import average_snapshots
 from annotated.training.folder import RunFolder
 from annotated.training.sweeps import (
     Job,
@@ -77,6 +83,7 @@ SEARCH = "subwords"  # every line of this search carries {"search": SEARCH}
 BASE = dataclasses.replace(FULL, max_minutes=None)  # chapter 7's full profile, step for step
 SEEDS = (0, 1, 2)  # a finalist's seeds
 TEST = "test_2016_flickr"
+KEPT = "kept-snapshots"  # in a run folder: a hard link to every snapshot the run wrote
 GPU_WORKERS = 12  # runs at once on one GPU: twelve of chapter 7's size fit an H200
 PEAK = 1.0e-3  # the full profile's peak learning rate (equation 3 at step `warmup`)
 
@@ -138,25 +145,56 @@ CANDIDATES: dict[str, tuple[dict, str]] = {
 }
 
 
+# Candidates that train nothing: another candidate's run, scored with more of its snapshots averaged
+# (one every half epoch; the recipe averages the last 5). name: (the run it scores, snapshots).
+AVERAGED_FROM = {
+    f"subwords 10k, 40 epochs, last {last} averaged": ("subwords 10k, 40 epochs", last)
+    for last in (10, 20)
+}
+CANDIDATES |= {
+    name: (
+        {**CANDIDATES[trained][0], "average_last": last},
+        f"{trained}'s own run, its last {last} snapshots ({last / 2:g} epochs) averaged in "
+        "place of 5: the bare score stopped rising well before the rate finished cooling",
+    )
+    for name, (trained, last) in AVERAGED_FROM.items()
+}
+
+
 def candidate_config(name: str, seed: int = 0, smoke: bool = False) -> RunConfig:
+    if name in AVERAGED_FROM:  # the run it scores, averaged over more snapshots
+        trained, last = AVERAGED_FROM[name]
+        return dataclasses.replace(candidate_config(trained, seed, smoke), average_last=last)
     changes, _ = CANDIDATES[name]
     config = dataclasses.replace(BASE, seed=seed, **changes)
-    if smoke:  # a tiny model, one epoch on 2,000 pairs; a tenth of the vocabulary
+    if smoke:  # a tiny model, one epoch on 2,000 pairs; a tenth of the vocabulary; two snapshots
         size = None if config.vocab_size is None else config.vocab_size // 10
-        config = smoke_version(config, train_pairs=2000, vocab_size=size, epochs=1)
+        config = smoke_version(
+            config, train_pairs=2000, vocab_size=size, epochs=1, evals_per_epoch=2
+        )
         config = dataclasses.replace(
             config, cooldown_epochs=0.5, average_last=1, val_sentences=40, test_sentences=40
         )
     return config
 
 
-def job(name: str, stage: str, seed: int, runs: Path, smoke: bool = False) -> Job:
+@dataclasses.dataclass(frozen=True)
+class SearchJob(Job):
+    trains: (
+        RunConfig  # what trains in the folder: `config`, or the run an averaging candidate scores
+    )
+
+
+def job(name: str, stage: str, seed: int, runs: Path, smoke: bool = False) -> SearchJob:
     """The candidate's training for `stage`, in runs/<name>-seed<seed>-<digest>/ (a screen and a
-    finalist's seed 0 share the folder: one training, scored once more on test2016)."""
+    finalist's seed 0 share the folder: one training, scored once more on test2016). A candidate
+    of `AVERAGED_FROM` scores the folder of the run it names, and trains nothing of its own."""
     config = candidate_config(name, seed, smoke)
     key = {"search": SEARCH, "stage": stage, "name": name, "seed": seed}
-    folder = config_folder(runs, f"{slug(name)}-seed{seed}", config)
-    return Job(f"{name} (seed {seed})", key, config, folder)
+    trained = AVERAGED_FROM.get(name, (name,))[0]
+    trains = candidate_config(trained, seed, smoke)
+    folder = config_folder(runs, f"{slug(trained)}-seed{seed}", trains)
+    return SearchJob(f"{name} (seed {seed})", key, config, folder, trains)
 
 
 def slug(name: str) -> str:
@@ -212,14 +250,17 @@ def measure(job: Job, workers: int) -> dict:
     """
     config, name = job.config, job.key["name"]
     started = time.perf_counter()
-    run = train_multi30k(config, job.folder, progress=False)
-    scores = bleu(run, ["val"] + ([TEST] if job.key["stage"] == "finalist" else []))
+    with keeping_snapshots(job.folder):
+        run = train_multi30k(job.trains, job.folder, progress=False)
+    final = None if job.trains == config else averaged(run, config.average_last)
+    scores = bleu(run, ["val"] + ([TEST] if job.key["stage"] == "finalist" else []), final)
     best = run.evals.loc[run.evals["val BLEU"].idxmax()]
     return {
         **job.key,
         "changes": CANDIDATES[name][0],
         "why": CANDIDATES[name][1],
         "config": config_identity(config),
+        **({"scores the run of": AVERAGED_FROM[name][0]} if name in AVERAGED_FROM else {}),
         "vocabulary": [len(run.corpus.src_vocab), len(run.corpus.tgt_vocab)],
         "steps": int(run.history.step.max()),
         "steps per epoch": run.schedule.steps_per_epoch,
@@ -237,10 +278,64 @@ def measure(job: Job, workers: int) -> dict:
     }
 
 
-def bleu(run, splits: list[str]) -> dict:
-    """BLEU of the run's final model (its averaged weights) on each split, greedy and with the
-    recipe's beam: {"val greedy": ..., "val beam": ..., "test2016 greedy": ...}."""
-    config, final = run.config, run.averaged or run.translator
+@contextlib.contextmanager
+def keeping_snapshots(folder: Path, every: float = 1.0) -> Iterator[None]:
+    """While a run trains, link each snapshot it writes into folder/kept-snapshots/: the recipe
+    keeps only the last `average_last` (training/loop.py), and an averaging candidate needs more.
+
+    A snapshot lives for `average_last` evaluations (minutes), so a look every second finds it."""
+    stop = threading.Event()
+
+    def keep() -> None:
+        while not stop.wait(every):
+            link_snapshots(folder)
+
+    thread = threading.Thread(target=keep, name="keeping snapshots", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        link_snapshots(folder)
+
+
+def link_snapshots(folder: Path) -> None:
+    """Hard-link the folder's snapshots into kept-snapshots/ (the recipe's pruning leaves them)."""
+    kept = folder / KEPT
+    for path in RunFolder(folder, writes=False).snapshots():
+        if not (kept / path.name).exists():
+            kept.mkdir(exist_ok=True)
+            with contextlib.suppress(FileNotFoundError, FileExistsError):  # pruned, or linked
+                os.link(path, kept / path.name)
+
+
+def kept_snapshots(folder: Path) -> list[Path]:
+    """Every snapshot of the run, oldest first: the kept ones and any not linked yet."""
+    paths = {path.name: path for path in sorted((folder / KEPT).glob("step-*.pt"))}
+    paths |= {path.name: path for path in RunFolder(folder, writes=False).snapshots()}
+    return [paths[name] for name in sorted(paths)]
+
+
+def averaged(run, last: int) -> Translator:
+    """The run's last `last` snapshots averaged, in memory: its folder keeps the recipe's own."""
+    snapshots = kept_snapshots(Path(run.folder))[-last:]
+    if len(snapshots) < min(last, len(run.evals)):  # one snapshot an evaluation
+        raise SystemExit(
+            f"{run.folder} holds {len(snapshots)} snapshots, not the last {last}: it was trained "
+            f"before the search kept them ({KEPT}/). Delete the folder to train it again."
+        )
+    model = copy.deepcopy(run.translator.model)
+    model.load_state_dict(average_snapshots(snapshots))
+    return Translator(
+        model.eval(), run.corpus.src_vocab, run.corpus.tgt_vocab, run.translator.decoding
+    )
+
+
+def bleu(run, splits: list[str], final: Translator | None = None) -> dict:
+    """BLEU of the run's final model (its averaged weights, or `final`) on each split, greedy and
+    with the recipe's beam: {"val greedy": ..., "val beam": ..., "test2016 greedy": ...}."""
+    config, final = run.config, final or run.averaged or run.translator
     scores = {}
     for split in splits:
         limit = config.test_sentences if split == TEST else config.val_sentences  # all: None

@@ -5,6 +5,7 @@ which pytest puts on sys.path: pyproject.toml's `pythonpath`)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -15,5 +16,13 @@ def load(name: str) -> ModuleType:
     """benchmarks/<name>.py, freshly executed (a test may patch it without touching another's)."""
     spec = importlib.util.spec_from_file_location(f"benchmarks.{name}", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    previous = sys.modules.get(spec.name)
+    sys.modules[spec.name] = module  # as an import does: a dataclass finds its module there
+    try:
+        spec.loader.exec_module(module)
+    finally:  # then as before: the next test gets a fresh copy
+        if previous is None:
+            sys.modules.pop(spec.name, None)
+        else:
+            sys.modules[spec.name] = previous
     return module

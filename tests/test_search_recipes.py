@@ -246,6 +246,83 @@ def test_epoch_costs_train_each_candidate_on_its_own_vocabulary(search, monkeypa
     assert result["epochs in 60 training minutes"]["full"] == 24.0
 
 
+def test_an_averaging_candidate_scores_its_runs_folder_and_trains_nothing_of_its_own(
+    search, faked, monkeypatch
+):
+    trained, averages = [], []
+
+    def train(config, folder, progress):
+        trained.append((config, folder))
+        return fake_run(config, folder)
+
+    monkeypatch.setattr(search, "train_multi30k", train)
+    monkeypatch.setattr(search, "averaged", lambda run, last: averages.append(last) or "averaged")
+    recipe, more = "subwords 10k, 40 epochs", "subwords 10k, 40 epochs, last 20 averaged"
+    assert search.main([*faked.args, "--only", recipe, more]) == 0
+    (first, folder), (second, again) = trained
+    assert folder == again and first == second == search.candidate_config(recipe)  # one run
+    assert averages == [20]  # in memory: the folder's own average stays the recipe's 5
+    line = json.loads(faked.record.read_text())["lines"][-1]
+    assert line["name"] == more and line["scores the run of"] == recipe
+    assert line["config"] == config_identity(dataclasses.replace(first, average_last=20))
+    assert (
+        search.job(more, "finalist", 2, Path("r")).folder
+        == search.job(recipe, "finalist", 2, Path("r")).folder
+    )
+
+
+@pytest.mark.slow
+def test_a_smoke_averaging_candidate_averages_more_snapshots_and_leaves_the_folders_own(
+    search, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(search.torch, "set_num_threads", lambda n: None)
+    record = tmp_path / "recipes.json"
+    argv = ["--smoke", "--record", str(record), "--runs", str(tmp_path), "--threads", "1"]
+    recipe, more = "subwords 10k, 40 epochs", "subwords 10k, 40 epochs, last 10 averaged"
+    assert search.main([*argv, "--only", recipe, more]) == 0
+    lines = {x["name"]: x for x in json.loads(record.read_text())["lines"]}
+    assert lines[recipe]["val BLEU by step"] == lines[more]["val BLEU by step"]  # one training
+    folder = search.job(recipe, "screen", 0, tmp_path, smoke=True).folder
+    saved = search.torch.load(folder / "averaged.pt", weights_only=False)
+    assert len(saved["averaged"]) == 1  # the folder's average is still the smoke recipe's own
+    run = search.train_multi30k(search.candidate_config(recipe, smoke=True), folder, progress=False)
+    kept = search.kept_snapshots(folder)
+    assert kept[-1].name == saved["averaged"][0] and len(kept) <= len(run.evals) < 10
+    model = search.averaged(run, 10).model
+    expected = search.average_snapshots(kept)  # all the run kept, though 10 were asked for
+    for name, tensor in model.state_dict().items():
+        assert search.torch.equal(tensor, expected[name].to(tensor.dtype)), name
+
+
+def test_snapshots_are_kept_while_the_recipe_prunes_them(search, tmp_path):
+    """A fake run writes a snapshot, and prunes all but the last, every few tenths of a second."""
+    folder = tmp_path / "run"
+    (folder / "snapshots").mkdir(parents=True)
+    with search.keeping_snapshots(folder, every=0.05):
+        for step in range(1, 6):
+            (folder / "snapshots" / f"step-{step:06d}.pt").write_text(str(step))
+            for old in sorted((folder / "snapshots").iterdir())[:-1]:
+                search.time.sleep(0.3)  # the recipe keeps each for a while (minutes, in a run)
+                old.unlink()
+    assert [p.name for p in (folder / "snapshots").iterdir()] == ["step-000005.pt"]
+    kept = search.kept_snapshots(folder)
+    assert [p.read_text() for p in kept] == ["1", "2", "3", "4", "5"]
+    (folder / "snapshots" / "step-000006.pt").write_text("6")  # written, not linked yet
+    assert [p.name for p in search.kept_snapshots(folder)][-2:] == [
+        "step-000005.pt",
+        "step-000006.pt",
+    ]
+
+
+def test_an_averaging_candidate_refuses_a_run_that_kept_too_few_snapshots(search, tmp_path):
+    folder = tmp_path / "run"
+    (folder / "snapshots").mkdir(parents=True)
+    (folder / "snapshots" / "step-000010.pt").write_text("")
+    run = types.SimpleNamespace(folder=folder, evals=pd.DataFrame({"step": range(80)}))
+    with pytest.raises(SystemExit, match="holds 1 snapshots, not the last 10"):
+        search.averaged(run, 10)
+
+
 @pytest.mark.slow
 def test_a_smoke_screen_trains_and_scores_a_subword_candidate(search, tmp_path, monkeypatch):
     monkeypatch.setattr(search.torch, "set_num_threads", lambda n: None)
