@@ -133,6 +133,11 @@ CANDIDATES: dict[str, tuple[dict, str]] = {
         {**subwords(10000), **epochs(40), "p_drop_final": 0.4},
         "more regularization for the longer schedule",
     ),
+    "subwords 10k, 40 epochs, label smoothing 0.2": (
+        {**subwords(10000), **epochs(40), "eps_ls": 0.2},
+        "twice the paper's label smoothing (section 5.4): a softer target for the second half, "
+        "where the bare score stopped rising",
+    ),
     "subwords 10k, 40 epochs, width 512": (
         {**subwords(10000), **epochs(40), **WIDE, "lr_factor": lr_factor(512, 500, PEAK)},
         "the base model's width (d_model 512, d_ff 2,048, 8 heads), the peak rate kept",
