@@ -48,7 +48,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +61,7 @@ from annotated.base.threads import use_fair_threads
 from annotated.ch05_text import BatchPlan, Corpus, load_multi30k
 from annotated.ch06_decoding import Translator, evaluate_split
 from annotated.ch07_multi30k import FULL, train_multi30k
+from annotated.training import loop as training_loop
 from annotated.training.config import RUNS_DIR, RunConfig, smoke_version
 from annotated.training.finish import average_snapshots
 from annotated.training.folder import RunFolder
@@ -284,24 +284,24 @@ def measure(job: Job, workers: int) -> dict:
 
 
 @contextlib.contextmanager
-def keeping_snapshots(folder: Path, every: float = 1.0) -> Iterator[None]:
+def keeping_snapshots(folder: Path) -> Iterator[None]:
     """While a run trains, link each snapshot it writes into folder/kept-snapshots/: the recipe
     keeps only the last `average_last` (training/loop.py), and an averaging candidate needs more.
 
-    A snapshot lives for `average_last` evaluations (minutes), so a look every second finds it."""
-    stop = threading.Event()
+    The link is made as soon as the loop has saved the snapshot, before its next save can prune
+    it: the search wraps the loop's `save_snapshot` for the run, rather than touch the recipe's
+    code (the chapters import it). A look now and then would miss snapshots on a fast machine."""
 
-    def keep() -> None:
-        while not stop.wait(every):
-            link_snapshots(folder)
+    def save_and_keep(*args, **kwargs) -> None:
+        saving(*args, **kwargs)
+        link_snapshots(folder)
 
-    thread = threading.Thread(target=keep, name="keeping snapshots", daemon=True)
-    thread.start()
+    saving = training_loop.save_snapshot
+    training_loop.save_snapshot = save_and_keep
     try:
         yield
     finally:
-        stop.set()
-        thread.join()
+        training_loop.save_snapshot = saving
         link_snapshots(folder)
 
 

@@ -12,8 +12,10 @@ import pandas as pd
 import pytest
 from benchmark_modules import load
 
+from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import rate
 from annotated.ch07_multi30k import FULL
+from annotated.training.folder import RunFolder
 from annotated.training.sweeps import config_identity
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -295,19 +297,20 @@ def test_a_smoke_averaging_candidate_averages_more_snapshots_and_leaves_the_fold
 
 
 def test_snapshots_are_kept_while_the_recipe_prunes_them(search, tmp_path):
-    """A fake run writes a snapshot, and prunes all but the last, every few tenths of a second."""
-    folder = tmp_path / "run"
-    (folder / "snapshots").mkdir(parents=True)
-    with search.keeping_snapshots(folder, every=0.05):
-        for step in range(1, 6):
-            (folder / "snapshots" / f"step-{step:06d}.pt").write_text(str(step))
-            for old in sorted((folder / "snapshots").iterdir())[:-1]:
-                search.time.sleep(0.3)  # the recipe keeps each for a while (minutes, in a run)
-                old.unlink()
+    """The loop saves a snapshot and prunes all but the last, as fast as a machine can: each is
+    kept the moment it is written, whatever the speed."""
+    folder, save = tmp_path / "run", search.training_loop.save_snapshot
+    model = make_model(ModelConfig(7, 7, N=1, d_model=16, d_ff=32, h=2))
+    folder.mkdir()
+    with search.keeping_snapshots(folder):
+        for step in range(1, 6):  # as the loop's StepHook calls it, through the module
+            search.training_loop.save_snapshot(model, RunFolder(folder), step, 1)
+    assert search.training_loop.save_snapshot is save  # the recipe's own again
     assert [p.name for p in (folder / "snapshots").iterdir()] == ["step-000005.pt"]
     kept = search.kept_snapshots(folder)
-    assert [p.read_text() for p in kept] == ["1", "2", "3", "4", "5"]
-    (folder / "snapshots" / "step-000006.pt").write_text("6")  # written, not linked yet
+    assert [search.torch.load(p, weights_only=False)["step"] for p in kept] == [1, 2, 3, 4, 5]
+    save(model, RunFolder(folder), 6, 1)  # outside: written, not linked
+    assert not (folder / "kept-snapshots" / "step-000006.pt").exists()
     assert [p.name for p in search.kept_snapshots(folder)][-2:] == [
         "step-000005.pt",
         "step-000006.pt",
