@@ -29,6 +29,7 @@ from annotated.ch01_attention import subsequent_mask
 from annotated.ch02_model import ModelConfig, make_model
 from annotated.ch03_training import SpecialTokens
 from annotated.ch06_decoding import beam_search, greedy_decode_cached
+from annotated.export import browser_model
 from annotated.training.shipped import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,18 +97,10 @@ def small_model(changes: dict) -> torch.nn.Module:
 
 
 def exported(model) -> dict:
-    """The model as the page reads it: a manifest and every tensor in float32, as
-    annotated/export/browser_model.py writes them (the tied output projection left out)."""
+    """The model as the page reads it: a manifest and every tensor in float32, packed as
+    annotated/export/browser_model.py packs them (a tied or shared matrix stored once)."""
     config = model.config
-    tied = config.share_embeddings or config.tie_target_embeddings
-    tensors, blob = [], bytearray()
-    for name, tensor in model.state_dict().items():
-        if name == "generator.weight" and tied:
-            continue
-        data = tensor.float().contiguous().numpy().astype("<f4").tobytes()
-        entry = {"name": name, "shape": list(tensor.shape), "offset": len(blob), "bits": 32}
-        tensors.append(entry | {"bytes": len(data)})
-        blob += data
+    tensors, blob = browser_model.pack_model(model, {}, {})  # no matrix quantized
     vocab = {
         side: [f"{side}{i}" for i in range(getattr(config, f"{side}_vocab"))]
         for side in ("src", "tgt")

@@ -60,7 +60,7 @@ REPOSITORY_KEY = "Repository"
 # The "Try the model" page's scripts, and the model they run: the book's shipped model, which
 # annotated/export/browser_model.py writes (annotated/training/shipped.py reads it into PyTorch).
 TRY = SITE / "try"
-TRY_SCRIPTS = ("tokenizer.js", "transformer.js", "page.js")
+TRY_SCRIPTS = ("tokenizer.js", "subwords.js", "transformer.js", "page.js")
 SHIPPED_DIR = PACKAGE / "model"
 
 

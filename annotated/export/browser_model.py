@@ -55,7 +55,9 @@ from annotated.base.datasets import read_multi30k
 from annotated.base.files import REPO_ROOT, atomic_write, runs_dir
 from annotated.ch01_attention import subsequent_mask
 from annotated.ch03_training import inference
+from annotated.ch05_text import Subwords
 from annotated.ch06_decoding import DecodeConfig, Translator, decode_ids
+from annotated.export.sentencepiece_table import piece_table
 from annotated.export.spacy_rules import tokenizer_rules
 from annotated.training.finish import load_translator
 from annotated.training.folder import RunFolder, folder_name
@@ -64,6 +66,7 @@ from annotated.training.shipped import FORMAT, GROUP, SHIPPED_DIR, SHIPPED_HISTO
 BITS = (8, 12)  # the fewest and the most bits a matrix may get
 BUDGET = 9_640_000  # bytes for the quantized matrices: the page's files stay under 10 MB in all
 CALIBRATION = 120  # validation sentences whose logits measure each matrix's sensitivity
+SHARED = "tgt_embed.0.lut.weight"  # the name a shared embedding is stored by (share_embeddings)
 REFERENCE = 200  # test2016 sentences translated for the browser test
 EXAMPLES = (0, 2, 3, 8, 12, 27)  # test2016 sentences the page offers to click
 DEFAULT_OUT = SHIPPED_DIR  # model.bin and model.json: the package carries them
@@ -159,8 +162,11 @@ def sensitivities(model, pairs: Sequence[tuple[Tensor, Tensor]]) -> dict[str, fl
 
 def matrices(model) -> list[str]:
     """The names of the model's weight matrices, each once (the tied output projection is the
-    target embedding)."""
-    return [name for name, p in model.named_parameters() if p.dim() == 2]
+    target embedding; with share_embeddings, so is the source embedding)."""
+    names = [name for name, p in model.named_parameters() if p.dim() == 2]
+    if model.config.share_embeddings:  # PyTorch names the shared matrix by its first use
+        names = [SHARED if name == "src_embed.0.lut.weight" else name for name in names]
+    return names
 
 
 def allocate_bits(
@@ -337,12 +343,15 @@ def export(
 def pack_model(model, bits: dict[str, int], products: dict) -> tuple[list[dict], bytearray]:
     """model.bin's bytes (every tensor from a 4-byte boundary) and each tensor's manifest entry:
     the matrices in `bits` quantized (with compensation where `products` has their inputs), the
-    rest (biases, norms) float32. A tied output projection is left out: it is the target embedding."""
+    rest (biases, norms) float32. A tied output projection is left out: it is the target embedding;
+    so is a shared source embedding."""
     tensors, blob = [], bytearray()
     tied = model.config.tie_target_embeddings or model.config.share_embeddings
     for name, parameter in model.state_dict().items():
         if name == "generator.weight" and tied:
             continue
+        if name == "src_embed.0.lut.weight" and model.config.share_embeddings:
+            continue  # shared: stored once, as the target embedding (SHARED)
         entry = {"name": name, "shape": list(parameter.shape), "offset": len(blob)}
         if name in bits:
             layer = name.removesuffix(".weight")
@@ -365,9 +374,11 @@ def pack_model(model, bits: dict[str, int], products: dict) -> tuple[list[dict],
 
 def describe(translator: Translator) -> dict:
     """What the page needs to know besides the weights: the model's settings, the decoding, the
-    special tokens, both vocabularies, the German tokenizer's rules and the detokenizer's."""
+    special tokens, and how text becomes ids and back. For words: both vocabularies, the German
+    tokenizer's rules and the detokenizer's. For shared subwords: the piece table that
+    site/try/subwords.js runs sentencepiece's encoder and decoder over."""
     decoding, vocabs = translator.decoding, (translator.src_vocab, translator.tgt_vocab)
-    return {
+    described = {
         "model": dataclasses.asdict(translator.model.config)
         | {"parameters": sum(p.numel() for p in translator.model.parameters())},
         "decoding": {k: getattr(decoding, k) for k in ("beam", "alpha", "extra_length")},
@@ -375,6 +386,12 @@ def describe(translator: Translator) -> dict:
             side: dataclasses.asdict(vocab.specials) | {"unk": vocab.unk}
             for side, vocab in zip(("src", "tgt"), vocabs, strict=True)
         },
+    }
+    if isinstance(translator.src_vocab, Subwords):
+        if translator.tgt_vocab != translator.src_vocab:
+            raise ValueError("the page runs one shared subword vocabulary, not two")
+        return described | {"subwords": piece_table(translator.src_vocab)}
+    return described | {
         "vocab": {side: list(v.tokens) for side, v in zip(("src", "tgt"), vocabs, strict=True)},
         "tokenizer": tokenizer_rules("de"),
         "detokenize": detokenizer_rules(),

@@ -60,25 +60,59 @@
       throw new Error("model-data.js is of another format: rebuild the site");
     }
     const model = window.AnnotatedTransformer.load(manifest, decodeBase64(data.weights));
+    Object.assign(
+      state,
+      { model, manifest },
+      manifest.subwords ? subwordText(manifest) : wordText(manifest),
+    );
+    state.loadSeconds = (performance.now() - started) / 1000;
+  }
+
+  // A model of words (chapter 5's Vocab): spaCy's German tokenizer, the words' ids (<unk> for a
+  // word the vocabulary lacks), <unk> copied from the source, and chapter 5's detokenizer.
+  function wordText(manifest) {
     const tokenize = window.AnnotatedTokenizer.make(manifest.tokenizer);
     const detokenize = makeDetokenizer(manifest.detokenize);
     const srcIndex = new Map(manifest.vocab.src.map((token, i) => [token, i]));
-    Object.assign(state, { model, manifest, tokenize, detokenize, srcIndex });
-    state.loadSeconds = (performance.now() - started) / 1000;
+    const unk = manifest.specials.src.unk;
+    return {
+      vocab: manifest.vocab.tgt,
+      copies: true,
+      source: (text) => {
+        const words = tokenize(text);
+        return { words, ids: words.map((w) => (srcIndex.has(w) ? srcIndex.get(w) : unk)) };
+      },
+      text: (ids, tokens) => detokenize(tokens),
+    };
+  }
+
+  // A model of shared subwords (chapter 5's Subwords): sentencepiece's pieces both ways
+  // (subwords.js), so the ids are the vocabulary's and the text comes back as sentencepiece
+  // decodes it. Such a model never needs <unk>, so nothing is copied.
+  function subwordText(manifest) {
+    const subwords = window.AnnotatedSubwords.make(manifest.subwords);
+    return {
+      vocab: manifest.subwords.pieces,
+      copies: false,
+      source: (text) => {
+        const ids = subwords.encode(text);
+        return { words: ids.map((id) => manifest.subwords.pieces[id]), ids };
+      },
+      text: (ids) => subwords.decode(ids),
+    };
   }
 
   // Text in, text out, as `python -m annotated.translate` does it, with what the page draws.
   function translate(text, options) {
-    const { model, manifest, tokenize, detokenize, srcIndex } = state;
+    const { model, manifest, vocab } = state;
     const beam = options && options.beam ? options.beam : 1;
     const alpha = options && options.alpha !== undefined ? options.alpha : manifest.decoding.alpha;
     const started = performance.now();
     text = text.trim();
     if (!text) return { text: "", words: [], tokens: [], seconds: 0 };
-    const words = tokenize(text);
-    const specials = manifest.specials;
-    const srcIds = words.map((w) => (srcIndex.has(w) ? srcIndex.get(w) : specials.src.unk));
-    srcIds.push(specials.src.eos);
+    const source = state.source(text);
+    const words = source.words;
+    const srcIds = source.ids.concat([manifest.specials.src.eos]);
     if (srcIds.length > MAX_TOKENS) {
       throw new Error(`${srcIds.length} tokens: the page translates at most ${MAX_TOKENS}`);
     }
@@ -86,12 +120,12 @@
     const found =
       beam > 1 ? model.beamSearch(srcIds, beam, alpha, maxLen) : model.greedy(srcIds, maxLen);
     const maps = found.maps;
-    const copied = model.copyUnknowns(words, srcIds, found.ids, maps.decoderSource);
-    const tokens = found.ids.map((id, i) =>
-      copied[i] !== null ? copied[i] : manifest.vocab.tgt[id],
-    );
+    const copied = state.copies
+      ? model.copyUnknowns(words, srcIds, found.ids, maps.decoderSource)
+      : found.ids.map(() => null);
+    const tokens = found.ids.map((id, i) => (copied[i] !== null ? copied[i] : vocab[id]));
     return {
-      text: detokenize(tokens),
+      text: state.text(found.ids, tokens),
       words,
       srcIds,
       ids: found.ids,
@@ -212,7 +246,7 @@
     const box = $("try-steps");
     box.replaceChildren();
     if (!result || !result.words.length) return;
-    const vocab = state.manifest.vocab.tgt;
+    const vocab = state.vocab;
     if (result.steps) {
       box.append(
         element("p", {
@@ -393,8 +427,10 @@
 
   function about(manifest) {
     const { model: m, run } = manifest;
-    const beam = run.scores.find((s) => s.decoding.startsWith("beam"));
-    const greedy = run.scores.find((s) => s.decoding === "greedy" && s["<unk> copied"] === "yes");
+    const copied = state.copies ? "yes" : "no"; // the averaged model, as the page runs it
+    const averaged = run.scores.filter((s) => s.weights !== "last" && s["<unk> copied"] === copied);
+    const beam = averaged.find((s) => s.decoding.startsWith("beam"));
+    const greedy = averaged.find((s) => s.decoding === "greedy");
     const millions = (m.parameters / 1e6).toFixed(1);
     return (
       `Chapter 7's model: ${m.N} encoder and ${m.N} decoder layers, d_model ${m.d_model}, ` +

@@ -80,7 +80,11 @@
         throw new UnsupportedModel(`its setting ${name} = ${show(given[name])} is unknown here`);
       }
     }
-    const sizes = { src_vocab: manifest.vocab.src.length, tgt_vocab: manifest.vocab.tgt.length };
+    // A word model lists both vocabularies; a subword model one shared piece table.
+    const [src, tgt] = manifest.subwords
+      ? [manifest.subwords.pieces, manifest.subwords.pieces]
+      : [manifest.vocab.src, manifest.vocab.tgt];
+    const sizes = { src_vocab: src.length, tgt_vocab: tgt.length };
     const config = {};
     for (const [name, setting] of Object.entries(SETTINGS)) {
       const value = name in given ? given[name] : (sizes[name] ?? setting.default);
@@ -602,13 +606,10 @@
           ? new LearnedPositions(weights, `${side}_embed.1`, d_model, max_len)
           : new PositionalEncoding(d_model);
       const target = table("tgt", "tgt_vocab");
-      // share_embeddings: one matrix for both embeddings and the generator. The export writes it
-      // under each name; the target's copy is the one PyTorch's load_state_dict keeps.
-      const source = table("src", "src_vocab");
-      this.src_embed = [
-        new Embeddings(config.share_embeddings ? target : source, d_model),
-        positions("src"),
-      ];
+      // share_embeddings: one matrix for both embeddings and the generator, which the export
+      // writes once, as the target embedding.
+      const source = config.share_embeddings ? target : table("src", "src_vocab");
+      this.src_embed = [new Embeddings(source, d_model), positions("src")];
       this.tgt_embed = [new Embeddings(target, d_model), positions("tgt")];
       this.encoder = new Encoder(weights, config);
       this.decoder = new Decoder(weights, config);
