@@ -153,7 +153,8 @@ CANDIDATES: dict[str, tuple[dict, str]] = {
 # Candidates that train nothing: another candidate's run, scored with more of its snapshots averaged
 # (one every half epoch; the recipe averages the last 5). name: (the run it scores, snapshots).
 AVERAGED_FROM = {
-    f"subwords 10k, 40 epochs, last {last} averaged": ("subwords 10k, 40 epochs", last)
+    f"subwords 10k, {e} epochs, last {last} averaged": (f"subwords 10k, {e} epochs", last)
+    for e in (40, 30)
     for last in (10, 20)
 }
 CANDIDATES |= {
