@@ -15,7 +15,10 @@ so that the slowest kind a reader has, a laptop with AVX2 and no bf16, is measur
   give, and how much only fewer operations can;
 * the loss's block of rows (annotated/base/fast_step.py's ROWS) tried at several sizes on the
   run's own logits, forward and backward, in alternating rounds: whether the cache this CPU has
-  wants another block.
+  wants another block;
+* the same loss as one compiled pass each way (`compiled_kl`, `torch.compile` of two functions over
+  all rows at once) against the book's, on the same logits: its milliseconds, its compile seconds
+  and how far its loss and gradient are from the book's. Where nothing compiles, the entry says why.
 
 `--candidate` profiles one of the second recipe search's candidates instead
 (benchmarks/search_recipes.py: a subword vocabulary changes the output layer's width). Run it
@@ -78,6 +81,108 @@ def loss_blocks(model, batch, eps_ls: float, rounds: int = 5) -> dict:
     }
 
 
+# A candidate for the loss's next form, measured here before the book adopts it: the same loss as
+# `fast_step.smoothed_kl`, written over all rows at once, for `torch.compile` to turn into one
+# loop over the logits forward (the log-sum-exp and the row's sums together) and one backward.
+def _rows_forward(z: torch.Tensor, target: torch.Tensor, pad: int, eps_ls: float):
+    """Per row: the log-sum-exp, and the cross-entropy of the smoothed target against softmax(z)."""
+    z = z.to(fast_step._compute_dtype(z.dtype))  # at least float32, as the book's
+    spread = eps_ls / (z.size(1) - 2)
+    columns = torch.arange(z.size(1), device=z.device)
+    lse = torch.logsumexp(z, dim=-1)
+    z_target = z.gather(1, target.unsqueeze(1)).squeeze(1)
+    # Every column but pad's (pad's logit may be -inf) and the target's.
+    z_others = torch.where(columns == pad, 0.0, z).sum(-1) - z_target
+    return lse, lse - (1.0 - eps_ls) * z_target - spread * z_others
+
+
+def _rows_backward(z, target, lse, weight, pad: int, eps_ls: float):
+    """Each row's gradient, weight * (softmax(z) - q)."""
+    spread = eps_ls / (z.size(1) - 2)
+    columns = torch.arange(z.size(1), device=z.device)
+    p = (z.to(lse.dtype) - lse.unsqueeze(1)).exp()
+    # q is spread everywhere but pad's column (0) and the target's (1 - eps_ls).
+    p_minus_q = torch.where(columns == pad, p, p - spread)
+    p_minus_q = torch.where(columns == target.unsqueeze(1), p - (1.0 - eps_ls), p_minus_q)
+    return (p_minus_q * weight.unsqueeze(1)).to(z.dtype)
+
+
+_COMPILED: dict[str, object] = {}
+
+
+def _compiled(name: str):
+    if name not in _COMPILED:
+        function = {"forward": _rows_forward, "backward": _rows_backward}[name]
+        _COMPILED[name] = torch.compile(function, dynamic=True)
+    return _COMPILED[name]
+
+
+class _CompiledKL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, target, pad: int, eps_ls: float):
+        lse, cross = _compiled("forward")(logits, target, pad, eps_ls)
+        real = target != pad
+        vocab = logits.size(1)
+        spread = eps_ls / (vocab - 2)
+        neg_entropy = fast_step._xlogx(1.0 - eps_ls) + (vocab - 2) * fast_step._xlogx(spread)
+        ctx.save_for_backward(logits, target, lse)
+        ctx.pad, ctx.eps_ls = pad, eps_ls
+        return torch.where(real, cross, 0.0).sum() + real.sum().to(cross.dtype) * neg_entropy
+
+    @staticmethod
+    def backward(ctx, grad_total):
+        logits, target, lse = ctx.saved_tensors
+        weight = (target != ctx.pad).to(lse.dtype) * grad_total.to(lse.dtype)
+        grad = _compiled("backward")(logits, target, lse, weight, ctx.pad, ctx.eps_ls)
+        return grad, None, None, None
+
+
+def compiled_kl(logits, target, pad: int, eps_ls: float) -> torch.Tensor:
+    """`fast_step.smoothed_kl` as one compiled pass each way (logits (n, vocab), target (n,))."""
+    return _CompiledKL.apply(logits, target, pad, eps_ls)
+
+
+def _timed_loss(loss, z, target, pad: int, eps_ls: float) -> tuple[float, float, torch.Tensor]:
+    z = z.clone().requires_grad_()
+    started = time.perf_counter()
+    value = loss(z, target, pad, eps_ls)
+    value.backward()
+    return time.perf_counter() - started, float(value.detach()), z.grad
+
+
+def loss_compiled(model, batch, eps_ls: float, rounds: int = 5) -> dict:
+    """The book's loss against `compiled_kl` on one batch's logits, forward and backward: the
+    milliseconds of each (alternating rounds, medians), the seconds compiling took, and how far
+    the compiled loss and gradient are from the book's."""
+    with torch.no_grad(), autocast("auto", torch.device("cpu")):
+        logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+    logits = logits.reshape(-1, logits.size(-1)).detach().float()
+    target = batch.tgt_out.reshape(-1)
+    started = time.perf_counter()
+    try:
+        _, value, grad = _timed_loss(compiled_kl, logits, target, batch.pad, eps_ls)
+    except Exception as error:  # no C++ compiler, or a backend that refuses: say so, time nothing
+        return {"compiled": False, "why not": f"{type(error).__name__}: {error}"[:300]}
+    compile_seconds = time.perf_counter() - started
+    _, book_value, book_grad = _timed_loss(fast_step.smoothed_kl, logits, target, batch.pad, eps_ls)
+    seconds: dict[str, list[float]] = {"the book's": [], "compiled": []}
+    losses = {"the book's": fast_step.smoothed_kl, "compiled": compiled_kl}
+    for round_ in range(rounds):
+        order = list(losses) if round_ % 2 == 0 else list(reversed(losses))
+        for name in order:
+            seconds[name].append(_timed_loss(losses[name], logits, target, batch.pad, eps_ls)[0])
+    ms = {name: 1000 * statistics.median(values) for name, values in seconds.items()}
+    return {
+        "logits": list(logits.shape),
+        "ms forward and backward": {name: round(value, 1) for name, value in ms.items()},
+        "book's over compiled": round(ms["the book's"] / ms["compiled"], 3),
+        "compile seconds": round(compile_seconds, 1),
+        "loss, relative difference": float(f"{abs(value - book_value) / abs(book_value):.2g}"),
+        "gradient, largest difference": float(f"{float((grad - book_grad).abs().max()):.2g}"),
+        "gradient, largest entry": float(f"{float(book_grad.abs().max()):.2g}"),
+    }
+
+
 def measure(config, steps: int) -> dict:
     corpus = load_multi30k(config.vocab_size, config.min_freq)
     profile = step_profiles(config, corpus, steps)
@@ -108,6 +213,7 @@ def measure(config, steps: int) -> dict:
         "ms per step if the rest took nothing": round(1000 * flops / square, 1),
         "target tokens per step": tokens,
         "loss blocks": loss_blocks(model, batches[0][0], config.eps_ls),
+        "loss compiled": loss_compiled(model, batches[0][0], config.eps_ls),
     }
 
 

@@ -1,5 +1,6 @@
 """benchmarks/bench_step_profile.py: the loss's block sizes are tried on the run's own logits, the
-book's block is put back afterwards, and every size gives chapter 3's loss."""
+book's block is put back afterwards, and every size gives chapter 3's loss; the compiled loss it
+times against the book's is chapter 3's loss with its gradient, and a compiler that fails is said."""
 
 import types
 from pathlib import Path
@@ -43,3 +44,53 @@ def test_loss_blocks_try_each_size_and_put_the_books_back(bench, monkeypatch):
     flat, flat_target = logits.reshape(-1, 50), target.reshape(-1)
     reference = float(label_smoothing_loss(flat, flat_target, 0, 0.1))  # chapter 3's
     assert all(value == pytest.approx(reference, rel=1e-5) for value in losses.values())
+
+
+@pytest.fixture
+def eager(bench, monkeypatch):
+    """The compiled loss's two functions run as they are written (compiling is PyTorch's part)."""
+    functions = {"forward": bench._rows_forward, "backward": bench._rows_backward}
+    monkeypatch.setattr(bench, "_compiled", functions.__getitem__)
+    return bench
+
+
+@pytest.mark.parametrize("pad", [0, 7])
+def test_the_compiled_loss_is_chapter_3s_loss_with_its_gradient(eager, pad):
+    torch.manual_seed(1)
+    logits = torch.randn(90, 30, dtype=torch.float64)
+    logits[:, pad] = float("-inf")  # a model may give pad no probability at all
+    target = torch.randint(0, 30, (90,))
+    target[target == pad] = (pad + 1) % 30
+    target[-9:] = pad
+    mine = logits.clone().requires_grad_()
+    loss = eager.compiled_kl(mine, target, pad, 0.1)
+    (loss * 3).backward()
+    theirs = logits.clone().requires_grad_()
+    reference = label_smoothing_loss(theirs, target, pad, 0.1)
+    (reference * 3).backward()
+    assert float(loss.detach()) == pytest.approx(float(reference.detach()), rel=1e-12)
+    assert torch.allclose(mine.grad, theirs.grad, rtol=0, atol=1e-12)
+    assert mine.grad[-9:].abs().max() == 0  # pad rows get no gradient
+
+
+def test_the_compiled_loss_is_timed_against_the_books_and_compared(eager):
+    torch.manual_seed(0)
+    logits = torch.randn(2, 30, 40)
+    target = torch.randint(1, 40, (2, 30))
+    batch = types.SimpleNamespace(src=None, tgt_in=None, src_mask=None, tgt_mask=None,
+                                  tgt_out=target, pad=0)  # fmt: skip
+    result = eager.loss_compiled(lambda *args: logits, batch, 0.1, rounds=3)
+    assert set(result["ms forward and backward"]) == {"the book's", "compiled"}
+    assert result["loss, relative difference"] < 1e-6
+    assert result["gradient, largest difference"] < 1e-6 < result["gradient, largest entry"]
+
+
+def test_a_compiler_that_fails_is_reported_not_raised(bench, monkeypatch):
+    def refuse(name):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(bench, "_compiled", refuse)
+    batch = types.SimpleNamespace(src=None, tgt_in=None, src_mask=None, tgt_mask=None,
+                                  tgt_out=torch.ones(1, 4, dtype=torch.long), pad=0)  # fmt: skip
+    result = bench.loss_compiled(lambda *args: torch.randn(1, 4, 9), batch, 0.1)
+    assert result == {"compiled": False, "why not": "RuntimeError: no C++ compiler found"}
