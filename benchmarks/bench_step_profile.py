@@ -1,7 +1,7 @@
 """Where a training step of chapter 7's full profile spends its time on this CPU, and what its
 matrix products get of the CPU's own peak.
 
-    python -m benchmarks.bench_step_profile [--steps 8] [--candidate NAME]
+    python -m benchmarks.bench_step_profile [--steps 8] [--candidate NAME] [--compile-model]
 
 Chapter 7's section 2 profiles the step on the machine that executed the book. This benchmark
 keeps one entry per kind of CPU in benchmarks/results/step-profile.json ("AMD EPYC (AVX2)", ...),
@@ -21,13 +21,15 @@ so that the slowest kind a reader has, a laptop with AVX2 and no bf16, is measur
   and how far its loss and gradient are from the book's. Where nothing compiles, the entry says why.
 
 `--candidate` profiles one of the second recipe search's candidates instead
-(benchmarks/search_recipes.py: a subword vocabulary changes the output layer's width). Run it
-alone: it is a timing.
+(benchmarks/search_recipes.py: a subword vocabulary changes the output layer's width).
+`--compile-model` measures only the step with the whole model compiled (`model_compiled`) and adds
+it to the entry already made for this machine and candidate. Run it alone: it is a timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -183,6 +185,37 @@ def loss_compiled(model, batch, eps_ls: float, rounds: int = 5) -> dict:
     }
 
 
+def model_compiled(config, corpus, count: int = 16, rounds: int = 3) -> dict:
+    """The book's step with its model as it is and compiled (`torch.compile(dynamic=True)`):
+    milliseconds a step on `count` of the run's own steps (chapter 3's `train`, alternating rounds,
+    medians), and the seconds the compiled model's first pass took (compiling, every shape).
+    Dropout is held at its first rate in both: a moving rate would recompile at every step."""
+    from benchmarks.step_speed import sample_steps, seconds
+
+    config = dataclasses.replace(config, p_drop_final=None)
+    steps, per_epoch = sample_steps(config, corpus, count)
+    models = {"the book's": new_model(config, corpus)}
+    try:
+        models["compiled"] = torch.compile(new_model(config, corpus), dynamic=True)
+        first = {name: seconds(model, config, per_epoch, steps) for name, model in models.items()}
+    except Exception as error:  # no C++ compiler, or a backend that refuses: say so, time nothing
+        return {"compiled": False, "why not": f"{type(error).__name__}: {error}"[:300]}
+    timed: dict[str, list[float]] = {name: [] for name in models}
+    for round_ in range(rounds):
+        order = list(models) if round_ % 2 == 0 else list(reversed(models))
+        for name in order:
+            timed[name].append(seconds(models[name], config, per_epoch, steps))
+    ms = {name: 1000 * statistics.median(values) / len(steps) for name, values in timed.items()}
+    return {
+        "ms per step": {name: round(value, 1) for name, value in ms.items()},
+        "book's over compiled": round(ms["the book's"] / ms["compiled"], 3),
+        "first pass seconds (compiling)": round(first["compiled"], 1),
+        "steps": len(steps),
+        "rounds": rounds,
+        "dropout": "held at p_drop in both: the run's rising rate would recompile at every step",
+    }
+
+
 def measure(config, steps: int) -> dict:
     corpus = load_multi30k(config.vocab_size, config.min_freq)
     profile = step_profiles(config, corpus, steps)
@@ -217,13 +250,47 @@ def measure(config, steps: int) -> dict:
     }
 
 
+def entry_key(candidate: str) -> str:
+    """The record's key for this kind of machine, the candidate and a precision asked for."""
+    key = f"{machine_label()}, {candidate}"  # one entry per kind of machine
+    if os.environ.get(PRECISION_ENV, "").strip():  # a precision asked for: an entry of its own
+        key += f", {chosen_precision('auto', torch.device('cpu'))} ({PRECISION_ENV})"
+    return key
+
+
+def add_model_compiled(config, candidate: str) -> int:
+    """`--compile-model`: time the compiled model's step and add it, with its own machine, commit
+    and load, to the entry the full profile made here (which must exist)."""
+    key = entry_key(candidate)
+    record = read_json_object(RECORD)
+    if key not in record:
+        print(f"error: {RECORD.name} has no entry {key!r} yet: run without --compile-model first")
+        return 1
+    corpus = load_multi30k(config.vocab_size, config.min_freq, None, splits=("train",))
+    with Timing(torch.get_num_threads()) as timing:
+        part = model_compiled(config, corpus)
+    part |= {"machine": describe(), "commit": commit(), "timing": timing.conditions()}
+    record[key]["model compiled"] = part
+    with atomic_write(RECORD, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1)
+    print(part)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--candidate", choices=sorted(CANDIDATES), default="full")
+    parser.add_argument(
+        "--compile-model",
+        action="store_true",
+        help="only time the step with the model compiled, into this machine's existing entry",
+    )
     args = parser.parse_args(argv)
     use_fair_threads()
     config = candidate_config(args.candidate)
+    if args.compile_model:
+        return add_model_compiled(config, args.candidate)
     with Timing(torch.get_num_threads()) as timing:
         entry = measure(config, args.steps)
     entry |= {
@@ -233,11 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         "commit": commit(),
         "timing": timing.conditions(),
     }
-    precision = chosen_precision("auto", torch.device("cpu"))
-    entry["precision"] = precision
-    key = f"{machine_label()}, {args.candidate}"  # one entry per kind of machine
-    if os.environ.get(PRECISION_ENV, "").strip():  # a precision asked for: an entry of its own
-        key += f", {precision} ({PRECISION_ENV})"
+    entry["precision"] = chosen_precision("auto", torch.device("cpu"))
+    key = entry_key(args.candidate)
     record = read_json_object(RECORD)
     record[key] = entry
     with atomic_write(RECORD, "w", encoding="utf-8") as handle:

@@ -91,3 +91,24 @@ def browser():
         )
         yield chromium
         chromium.close()
+
+
+def try_page(browser, server: str, viewport: dict, model_data_js: str | None = None):
+    """The Try page opened and its model loaded, for a module's fixture to `yield from`; with
+    `model_data_js`, the page gets that script in place of the shipped model's data. Closes the
+    page afterwards and fails if the page raised an error meanwhile."""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    if model_data_js is not None:
+        page.route(
+            "**/_static/try/model-data.js",
+            lambda route: route.fulfill(body=model_data_js, content_type="text/javascript"),
+        )
+    page.goto(f"{server}try.html")
+    page.wait_for_function("() => window.AnnotatedTry", timeout=30_000)
+    page.evaluate("() => AnnotatedTry.ready")
+    yield page
+    context.close()
+    assert not errors, errors

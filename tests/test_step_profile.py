@@ -94,3 +94,56 @@ def test_a_compiler_that_fails_is_reported_not_raised(bench, monkeypatch):
                                   tgt_out=torch.ones(1, 4, dtype=torch.long), pad=0)  # fmt: skip
     result = bench.loss_compiled(lambda *args: torch.randn(1, 4, 9), batch, 0.1)
     assert result == {"compiled": False, "why not": "RuntimeError: no C++ compiler found"}
+
+
+def test_the_compiled_model_is_timed_against_the_book_in_alternating_rounds(bench, monkeypatch):
+    from benchmarks import step_speed
+
+    calls = []
+    monkeypatch.setattr(bench, "new_model", lambda config, corpus: "model")
+    monkeypatch.setattr(torch, "compile", lambda model, dynamic: f"compiled {model}")
+    monkeypatch.setattr(step_speed, "sample_steps", lambda config, corpus, count: ([1, 2], 10))
+
+    def seconds(model, config, per_epoch, steps):
+        calls.append(model)
+        assert config.p_drop_final is None  # dropout held: a moving rate would recompile
+        return 1.0 if model.startswith("compiled") else 3.0
+
+    monkeypatch.setattr(step_speed, "seconds", seconds)
+    config = bench.candidate_config("subwords 10k, 30 epochs")
+    result = bench.model_compiled(config, corpus=None, count=2, rounds=3)
+    forth, back = ["model", "compiled model"], ["compiled model", "model"]
+    assert calls == forth + forth + back + forth  # a first pass each, then three rounds in turn
+    assert result["ms per step"] == {"the book's": 1500.0, "compiled": 500.0}
+    assert result["book's over compiled"] == 3.0 and result["first pass seconds (compiling)"] == 1.0
+
+
+def test_a_model_that_does_not_compile_is_reported_not_raised(bench, monkeypatch):
+    def refuse(model, dynamic):
+        raise RuntimeError("inductor needs a C++ compiler")
+
+    monkeypatch.setattr(bench, "new_model", lambda config, corpus: "model")
+    monkeypatch.setattr(torch, "compile", refuse)
+    from benchmarks import step_speed
+
+    monkeypatch.setattr(step_speed, "sample_steps", lambda config, corpus, count: ([1], 10))
+    result = bench.model_compiled(bench.candidate_config("full"), corpus=None)
+    assert result == {"compiled": False, "why not": "RuntimeError: inductor needs a C++ compiler"}
+
+
+def test_compile_model_adds_to_an_entry_that_exists_and_refuses_without_one(
+    bench, monkeypatch, tmp_path, capsys
+):
+    record = tmp_path / "step-profile.json"
+    monkeypatch.setattr(bench, "RECORD", record)
+    monkeypatch.setattr(bench, "entry_key", lambda candidate: "this machine, " + candidate)
+    assert bench.main(["--candidate", "full", "--compile-model"]) == 1
+    assert "run without --compile-model first" in capsys.readouterr().out
+    assert not record.exists()
+    record.write_text('{"this machine, full": {"ms per step": 800.0}}')
+    monkeypatch.setattr(bench, "load_multi30k", lambda *args, **kwargs: None)
+    monkeypatch.setattr(bench, "model_compiled", lambda config, corpus: {"ms per step": {}})
+    assert bench.main(["--candidate", "full", "--compile-model"]) == 0
+    entry = __import__("json").loads(record.read_text())["this machine, full"]
+    assert entry["ms per step"] == 800.0  # the rest of the entry kept
+    assert set(entry["model compiled"]) >= {"ms per step", "machine", "commit", "timing"}

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from browsing import try_page
 from test_shipped import chapter_7_printed
 from test_site import (
     DESKTOP,
@@ -132,16 +133,7 @@ def test_the_reference_is_what_the_translate_filter_prints(reference):
 
 @pytest.fixture(scope="module")
 def page(site, server, browser):  # noqa: F811
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{server}try.html")
-    page.wait_for_function("() => window.AnnotatedTry", timeout=30_000)
-    page.evaluate("() => AnnotatedTry.ready")
-    yield page
-    context.close()
-    assert not errors, errors
+    yield from try_page(browser, server, DESKTOP)
 
 
 def type_and_translate(page, sentence: str) -> str:

@@ -19,6 +19,7 @@ import json
 
 import pytest
 import torch
+from browsing import try_page
 from test_site import DESKTOP
 
 from annotated.base.datasets import read_wmt14
@@ -84,21 +85,8 @@ def data(translator, sentences) -> dict:
 
 @pytest.fixture(scope="module")
 def page(site, server, browser, data):  # noqa: F811
-    context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
     script = f"window.AnnotatedTryData = {json.dumps(data, ensure_ascii=False)};\n"
-    page.route(
-        "**/_static/try/model-data.js",
-        lambda route: route.fulfill(body=script, content_type="text/javascript"),
-    )
-    page.goto(f"{server}try.html")
-    page.wait_for_function("() => window.AnnotatedTry", timeout=30_000)
-    page.evaluate("() => AnnotatedTry.ready")
-    yield page
-    context.close()
-    assert not errors, errors
+    yield from try_page(browser, server, DESKTOP, script)
 
 
 def test_the_manifest_holds_the_piece_table_and_the_shared_matrix_once(data, translator):
