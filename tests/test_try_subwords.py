@@ -24,7 +24,7 @@ from test_try_tokenizer import HARD
 
 from annotated.base.datasets import DATA_DIR_ENV
 from annotated.ch05_text import Subwords, load_multi30k
-from annotated.export.sentencepiece_table import UnsupportedSubwordsError, piece_table
+from annotated.export.sentencepiece_table import piece_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "site" / "try" / "subwords.js"
@@ -165,23 +165,3 @@ def test_the_comparison_can_fail(page, table, corpus):
     leading = dict(table, pieces=[p.replace("\u2581", " \u2581") for p in table["pieces"]])
     with pytest.raises(AssertionError, match="1 of 1 id rows decode otherwise"):
         assert_same_text(page, leading, subwords, [ids])
-
-
-def test_a_model_with_other_settings_is_refused(subwords, monkeypatch):
-    other = Subwords(subwords.model, dict(subwords.settings, model="unigram"))
-    with pytest.raises(UnsupportedSubwordsError, match="unigram model, not BPE"):
-        piece_table(other)
-    monkeypatch.setattr(other.processor, "is_byte", lambda i: False)
-    other.settings["model"] = "bpe"
-    with pytest.raises(UnsupportedSubwordsError, match="no byte fallback"):
-        piece_table(other)
-
-
-def test_the_table_names_every_piece_by_id(table, subwords):
-    assert len(table["pieces"]) == len(table["scores"]) == len(table["kinds"]) == SIZE
-    assert [table["pieces"][i] for i in subwords.encode_texts(["Ein Hund"])[0]] == (
-        subwords.split(["Ein Hund"])[0]
-    )
-    assert table["kinds"].count("byte") == 256 and table["kinds"].count("unknown") == 1
-    normal = [s for s, k in zip(table["scores"], table["kinds"], strict=True) if k == "normal"]
-    assert normal == sorted(normal, reverse=True)  # BPE: the earlier a merge, the higher its score
