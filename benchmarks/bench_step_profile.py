@@ -54,12 +54,16 @@ RECORD = RESULTS_DIR / "step-profile.json"
 BLOCKS = (16, 32, 64, 128, 256)  # rows of logits per block of the loss
 
 
-def loss_blocks(model, batch, eps_ls: float, rounds: int = 5) -> dict:
-    """Milliseconds of smoothed_kl forward and backward on one batch's logits, by block size."""
+def batch_logits(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's logits for one batch as float32 rows (tokens x vocabulary), and the targets."""
     with torch.no_grad(), autocast("auto", torch.device("cpu")):
         logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-    logits = logits.reshape(-1, logits.size(-1)).detach().float()
-    target = batch.tgt_out.reshape(-1)
+    return logits.reshape(-1, logits.size(-1)).detach().float(), batch.tgt_out.reshape(-1)
+
+
+def loss_blocks(model, batch, eps_ls: float, rounds: int = 5) -> dict:
+    """Milliseconds of smoothed_kl forward and backward on one batch's logits, by block size."""
+    logits, target = batch_logits(model, batch)
     seconds: dict[int, list[float]] = {rows: [] for rows in BLOCKS}
     kept = fast_step.ROWS
     try:
@@ -156,10 +160,7 @@ def loss_compiled(model, batch, eps_ls: float, rounds: int = 5) -> dict:
     """The book's loss against `compiled_kl` on one batch's logits, forward and backward: the
     milliseconds of each (alternating rounds, medians), the seconds compiling took, and how far
     the compiled loss and gradient are from the book's."""
-    with torch.no_grad(), autocast("auto", torch.device("cpu")):
-        logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-    logits = logits.reshape(-1, logits.size(-1)).detach().float()
-    target = batch.tgt_out.reshape(-1)
+    logits, target = batch_logits(model, batch)
     started = time.perf_counter()
     try:
         _, value, grad = _timed_loss(compiled_kl, logits, target, batch.pad, eps_ls)
