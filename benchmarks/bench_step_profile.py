@@ -46,6 +46,7 @@ from annotated.ch03_training import autocast
 from annotated.ch05_text import BatchPlan, load_multi30k
 from annotated.training.config import new_model, shared_specials
 from annotated.training.profiling import step_profiles
+from benchmarks import step_speed
 from benchmarks.bench_multi30k import matmul_peaks, step_flops
 from benchmarks.common import RESULTS_DIR, Timing, cpu_kind, describe, read_json_object
 from benchmarks.search_recipes import CANDIDATES, candidate_config, commit, machine_label
@@ -148,6 +149,11 @@ def compiled_kl(logits, target, pad: int, eps_ls: float) -> torch.Tensor:
     return _CompiledKL.apply(logits, target, pad, eps_ls)
 
 
+def not_compiled(error: Exception) -> dict:
+    """What the record says where nothing compiled (no C++ compiler, a backend that refuses)."""
+    return {"compiled": False, "why not": f"{type(error).__name__}: {error}"[:300]}
+
+
 def _timed_loss(loss, z, target, pad: int, eps_ls: float) -> tuple[float, float, torch.Tensor]:
     z = z.clone().requires_grad_()
     started = time.perf_counter()
@@ -164,17 +170,16 @@ def loss_compiled(model, batch, eps_ls: float, rounds: int = 5) -> dict:
     started = time.perf_counter()
     try:
         _, value, grad = _timed_loss(compiled_kl, logits, target, batch.pad, eps_ls)
-    except Exception as error:  # no C++ compiler, or a backend that refuses: say so, time nothing
-        return {"compiled": False, "why not": f"{type(error).__name__}: {error}"[:300]}
+    except Exception as error:
+        return not_compiled(error)
     compile_seconds = time.perf_counter() - started
     _, book_value, book_grad = _timed_loss(fast_step.smoothed_kl, logits, target, batch.pad, eps_ls)
-    seconds: dict[str, list[float]] = {"the book's": [], "compiled": []}
     losses = {"the book's": fast_step.smoothed_kl, "compiled": compiled_kl}
-    for round_ in range(rounds):
-        order = list(losses) if round_ % 2 == 0 else list(reversed(losses))
-        for name in order:
-            seconds[name].append(_timed_loss(losses[name], logits, target, batch.pad, eps_ls)[0])
-    ms = {name: 1000 * statistics.median(values) for name, values in seconds.items()}
+    timers = {
+        name: lambda loss=loss: _timed_loss(loss, logits, target, batch.pad, eps_ls)[0]
+        for name, loss in losses.items()
+    }
+    ms = {name: 1000 * s for name, s in step_speed.alternating_medians(timers, rounds).items()}
     return {
         "logits": list(logits.shape),
         "ms forward and backward": {name: round(value, 1) for name, value in ms.items()},
@@ -191,22 +196,20 @@ def model_compiled(config, corpus, count: int = 16, rounds: int = 3) -> dict:
     milliseconds a step on `count` of the run's own steps (chapter 3's `train`, alternating rounds,
     medians), and the seconds the compiled model's first pass took (compiling, every shape).
     Dropout is held at its first rate in both: a moving rate would recompile at every step."""
-    from benchmarks.step_speed import sample_steps, seconds
-
     config = dataclasses.replace(config, p_drop_final=None)
-    steps, per_epoch = sample_steps(config, corpus, count)
+    steps, per_epoch = step_speed.sample_steps(config, corpus, count)
     models = {"the book's": new_model(config, corpus)}
+    timers = {  # seconds of one pass over the steps
+        name: lambda name=name: step_speed.seconds(models[name], config, per_epoch, steps)
+        for name in ("the book's", "compiled")
+    }
     try:
         models["compiled"] = torch.compile(new_model(config, corpus), dynamic=True)
-        first = {name: seconds(model, config, per_epoch, steps) for name, model in models.items()}
-    except Exception as error:  # no C++ compiler, or a backend that refuses: say so, time nothing
-        return {"compiled": False, "why not": f"{type(error).__name__}: {error}"[:300]}
-    timed: dict[str, list[float]] = {name: [] for name in models}
-    for round_ in range(rounds):
-        order = list(models) if round_ % 2 == 0 else list(reversed(models))
-        for name in order:
-            timed[name].append(seconds(models[name], config, per_epoch, steps))
-    ms = {name: 1000 * statistics.median(values) / len(steps) for name, values in timed.items()}
+        first = {name: timer() for name, timer in timers.items()}
+    except Exception as error:
+        return not_compiled(error)
+    medians = step_speed.alternating_medians(timers, rounds)
+    ms = {name: 1000 * s / len(steps) for name, s in medians.items()}
     return {
         "ms per step": {name: round(value, 1) for name, value in ms.items()},
         "book's over compiled": round(ms["the book's"] / ms["compiled"], 3),

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import random
 import statistics
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -100,6 +102,17 @@ def seconds(model: nn.Module, config, steps_per_epoch: int, steps: list) -> floa
     return float(history.seconds.sum())
 
 
+def alternating_medians(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Each timer's median seconds over `rounds` rounds, run in turn: forward in even rounds,
+    backward in odd ones, so that neither always goes first."""
+    timed: dict[str, list[float]] = {name: [] for name in timers}
+    for round_ in range(rounds):
+        order = list(timers) if round_ % 2 == 0 else list(reversed(timers))
+        for name in order:
+            timed[name].append(timers[name]())
+    return {name: statistics.median(values) for name, values in timed.items()}
+
+
 def models(config, corpus, compiled: bool) -> dict[str, nn.Module]:
     """The run's model, and nn.Transformer of the same size with the same dropout."""
     ours = new_model(config, corpus)
@@ -119,12 +132,13 @@ def measure(config, corpus, count: int, rounds: int, compiled: bool = False) -> 
     tokens = sum(batch.n_tokens for micro_batches in steps for batch in micro_batches)
     built = models(config, corpus, compiled)
     first_pass = {name: seconds(model, config, per_epoch, steps) for name, model in built.items()}
-    timed: dict[str, list[float]] = {name: [] for name in built}
-    for round_ in range(rounds):
-        order = list(built) if round_ % 2 == 0 else list(reversed(built))
-        for name in order:
-            timed[name].append(seconds(built[name], config, per_epoch, steps))
-    median = {name: statistics.median(values) for name, values in timed.items()}
+    median = alternating_medians(
+        {
+            name: functools.partial(seconds, m, config, per_epoch, steps)
+            for name, m in built.items()
+        },
+        rounds,
+    )
     result = {
         "target tokens/s": {name: round(tokens / s, 1) for name, s in median.items()},
         "ratio to nn.Transformer": round(median["nn.Transformer"] / median["ours"], 3),

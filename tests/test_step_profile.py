@@ -147,3 +147,17 @@ def test_compile_model_adds_to_an_entry_that_exists_and_refuses_without_one(
     entry = __import__("json").loads(record.read_text())["this machine, full"]
     assert entry["ms per step"] == 800.0  # the rest of the entry kept
     assert set(entry["model compiled"]) >= {"ms per step", "machine", "commit", "timing"}
+
+
+def test_alternating_rounds_take_turns_and_keep_each_timers_median():
+    from benchmarks import step_speed
+
+    calls, times = [], {"a": iter([5.0, 1.0, 2.0]), "b": iter([9.0, 7.0, 8.0])}
+
+    def timer(name):
+        calls.append(name)
+        return next(times[name])
+
+    timers = {name: lambda name=name: timer(name) for name in ("a", "b")}
+    assert step_speed.alternating_medians(timers, 3) == {"a": 2.0, "b": 8.0}
+    assert calls == ["a", "b", "b", "a", "a", "b"]
