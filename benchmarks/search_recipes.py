@@ -588,7 +588,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "finalists":
         names = list(dict.fromkeys(j.key["name"] for j in jobs))
         with updating_record(args.record) as record:
-            record.setdefault("search 2: finalists", {}).update(bands(record["lines"], names))
+            section = record.setdefault("search 2: finalists", {})
+            section.update(bands(record["lines"], names))
+            seeds = [x for x in record["lines"] if x.get("stage") == "finalist"]
+            seeds = [x for x in seeds if x.get("search") == SEARCH and x["name"] in names]
+            for key in ("machine", "commit"):  # where the bands' seeds were measured
+                section[key] = "; ".join(sorted({str(x.get(key)) for x in seeds}))
     return code
 
 

@@ -162,6 +162,8 @@ def test_finalists_are_chosen_by_validation_alone_and_their_seeds_give_a_band(se
     band = record["search 2: finalists"]["full"]
     assert band["test2016 beam"] == {"mean": 42.5, "lowest": 42.5, "highest": 42.5}
     assert band["seeds"] == [0, 1, 2] and record["step costs"] == {"kept": 1}
+    seeds = {x["machine"] for x in finalists}  # the section names where its seeds were measured
+    assert record["search 2: finalists"]["machine"] == "; ".join(sorted(seeds))
     # A finalist's seed 0 is its screen's run, scored once more: the same folder.
     screen = search.job("full", "screen", 0, Path("r"))
     assert search.job("full", "finalist", 0, Path("r")).folder == screen.folder
