@@ -353,12 +353,17 @@ def bleu(run, splits: list[str], final: Translator | None = None) -> dict:
     return scores
 
 
+def finalist_lines(lines: list[dict], names: list[str]) -> list[dict]:
+    """This search's finalist lines (every seed) of the candidates named."""
+    finalists = [x for x in lines if x.get("search") == SEARCH and x.get("stage") == "finalist"]
+    return [x for x in finalists if x["name"] in names]
+
+
 def bands(lines: list[dict], names: list[str]) -> dict:
     """Each finalist's seeds on test2016 and validation: mean, lowest, highest."""
     out = {}
     for name in names:
-        seeds = [x for x in lines if x.get("search") == SEARCH and x.get("stage") == "finalist"]
-        seeds = [x for x in seeds if x["name"] == name]
+        seeds = finalist_lines(lines, [name])
         if len(seeds) < len(SEEDS):
             continue
         out[name] = {
@@ -590,8 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         with updating_record(args.record) as record:
             section = record.setdefault("search 2: finalists", {})
             section.update(bands(record["lines"], names))
-            seeds = [x for x in record["lines"] if x.get("stage") == "finalist"]
-            seeds = [x for x in seeds if x.get("search") == SEARCH and x["name"] in names]
+            seeds = finalist_lines(record["lines"], names)
             for key in ("machine", "commit"):  # where the bands' seeds were measured
                 section[key] = "; ".join(sorted({str(x.get(key)) for x in seeds}))
     return code
